@@ -1,0 +1,35 @@
+# The two set-up commands: `make run` and `make test`. Both create .venv and install what they need.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# make test installs torch for the DeepSeek-OCR-2 engine tests; the CPU build is enough.
+TORCH ?= torch==2.13.0
+
+.PHONY: run test bench samples clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.base: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e .
+	touch $@
+
+$(VENV)/.test: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q "$(TORCH)"
+	$(BIN)/pip install -q -e ".[gpu,test]"
+	touch $@
+
+run: $(VENV)/.base
+	$(BIN)/ocrbatch convert sample_docs -o out
+
+test: $(VENV)/.test
+	$(BIN)/python -m pytest -q
+
+bench: $(VENV)/.test
+	$(BIN)/python scripts/bench.py
+
+samples: $(VENV)/.base
+	$(BIN)/python scripts/make_samples.py sample_docs
+
+clean:
+	rm -rf $(VENV) out .pytest_cache

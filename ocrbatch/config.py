@@ -1,0 +1,88 @@
+"""The run's configuration: frozen, typed, validated once when built."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from .errors import UsageError
+
+
+@dataclass(frozen=True)
+class PageSelection:
+    """1-based, inclusive page ranges; `end=None` means to the last page."""
+
+    ranges: tuple[tuple[int, int | None], ...]
+
+    @classmethod
+    def parse(cls, text: str) -> "PageSelection":
+        ranges: list[tuple[int, int | None]] = []
+        for part in text.replace(" ", "").split(","):
+            m = re.fullmatch(r"(\d+)(?:(-)(\d*))?", part)
+            if not m:
+                raise UsageError(f"--pages: cannot read {part!r} (use e.g. 1-3,7,10-)")
+            start = int(m.group(1))
+            end: int | None = start
+            if m.group(2):
+                end = int(m.group(3)) if m.group(3) else None
+            if start < 1 or (end is not None and end < start):
+                raise UsageError(f"--pages: {part!r} is not a valid range (pages count from 1)")
+            ranges.append((start, end))
+        return cls(tuple(ranges))
+
+    def select(self, page_count: int) -> list[int]:
+        chosen: set[int] = set()
+        for start, end in self.ranges:
+            last = page_count if end is None else min(end, page_count)
+            chosen.update(range(start, last + 1))
+        return sorted(chosen)
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """Options an engine may read; each engine documents which ones it uses."""
+
+    model: str | None = None  # weights: a local folder or a Hugging Face id
+    dtype: str = "auto"  # auto | bfloat16 | float16 | float32
+    prompt: str = "markdown"
+    max_new_tokens: int = 8192
+    threads: int | None = None  # CPU threads for the engine's own kernels
+
+
+def default_workers() -> int:
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    inputs: tuple[str, ...]
+    output: Path
+    engine: str = "rapidocr"
+    engine_options: EngineOptions = field(default_factory=EngineOptions)
+    devices: tuple[str, ...] = ("cpu",)
+    dpi: int = 150
+    max_batch: int = 8
+    max_wait_ms: int = 200
+    workers: int = field(default_factory=default_workers)
+    pages: PageSelection | None = None
+    force: bool = False
+    null_separated: bool = False  # `-` reads NUL-separated paths (find -print0)
+
+    def __post_init__(self) -> None:
+        if not self.inputs:
+            raise UsageError("no inputs given")
+        if not 36 <= self.dpi <= 1200:
+            raise UsageError(f"--dpi {self.dpi}: choose between 36 and 1200")
+        if self.max_batch < 1:
+            raise UsageError("--max-batch must be at least 1")
+        if self.max_wait_ms < 0:
+            raise UsageError("--max-wait-ms cannot be negative")
+        if self.workers < 1:
+            raise UsageError("--workers must be at least 1")
+        if not self.devices:
+            raise UsageError("no devices to run on")
+
+    @property
+    def max_wait_s(self) -> float:
+        return self.max_wait_ms / 1000.0

@@ -1,0 +1,45 @@
+"""Engine names → classes. Modules are imported only when their engine is used."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Callable
+
+from ..config import EngineOptions
+from ..errors import EngineLoadError, UsageError
+from .base import Engine
+
+_BUILTIN = {
+    "rapidocr": "ocrbatch.engines.rapid:RapidOcrEngine",
+    "deepseek-ocr2": "ocrbatch.engines.deepseek_ocr2:DeepseekOcr2Engine",
+    "fake": "ocrbatch.engines.fake:FakeEngine",
+}
+_EXTRA: dict[str, Callable[[EngineOptions], Engine]] = {}
+
+DEFAULT = "rapidocr"
+
+
+def names() -> list[str]:
+    return sorted({*_BUILTIN, *_EXTRA})
+
+
+def register(name: str, factory: Callable[[EngineOptions], Engine]) -> None:
+    """Add an engine (tests use this for fault-injecting engines)."""
+    _EXTRA[name] = factory
+
+
+def unregister(name: str) -> None:
+    _EXTRA.pop(name, None)
+
+
+def create(name: str, options: EngineOptions) -> Engine:
+    if name in _EXTRA:
+        return _EXTRA[name](options)
+    if name not in _BUILTIN:
+        raise UsageError(f"unknown engine {name!r}; choose one of: {', '.join(names())}")
+    module_name, _, cls_name = _BUILTIN[name].partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise EngineLoadError(f"engine {name!r} needs a package that is not installed: {exc}") from exc
+    return getattr(module, cls_name)(options)

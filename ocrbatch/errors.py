@@ -1,0 +1,58 @@
+"""Exit codes and the exception tree; the CLI is the only place that maps one to the other.
+
+    OcrbatchError                 exit code carried by each subclass
+     ├── UsageError               2  bad options or arguments
+     ├── NoInputsError            4  nothing to convert was found
+     ├── EngineLoadError          5  the engine could not be loaded (missing package, weights, device)
+     └── PageError                -  one page failed; recorded in the manifest, never raised past a stage
+          ├── DecodeError            the file or page could not be read or rendered
+          └── InferenceError         the engine failed on this page
+
+A run where some pages failed ends with ExitCode.PARTIAL; that is a result, not an exception.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class ExitCode(enum.IntEnum):
+    OK = 0
+    INTERNAL = 1  # a bug: unexpected exception (traceback with -v)
+    USAGE = 2
+    PARTIAL = 3  # the run finished, some pages failed (or were truncated)
+    NO_INPUTS = 4
+    ENGINE_LOAD = 5
+    INTERRUPTED = 130
+
+
+class OcrbatchError(Exception):
+    """Base of every error this package raises on purpose."""
+
+    exit_code: ExitCode = ExitCode.INTERNAL
+
+
+class UsageError(OcrbatchError):
+    exit_code = ExitCode.USAGE
+
+
+class NoInputsError(OcrbatchError):
+    exit_code = ExitCode.NO_INPUTS
+
+
+class EngineLoadError(OcrbatchError):
+    exit_code = ExitCode.ENGINE_LOAD
+
+
+class PageError(OcrbatchError):
+    """A failure confined to one page (or one file, when it cannot even be opened)."""
+
+    exit_code = ExitCode.PARTIAL
+
+
+class DecodeError(PageError):
+    pass
+
+
+class InferenceError(PageError):
+    pass

@@ -1,0 +1,1 @@
+"""The stages of a conversion; `run.py` joins them: discover → decode → batch → infer → write."""

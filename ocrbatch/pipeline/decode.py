@@ -1,0 +1,81 @@
+"""Page refs → page images, in a pool of producer threads.
+
+PDF pages are rendered lazily, one page at a time, under the PDFium lock; images are decoded with
+Pillow outside it. Output goes to a bounded queue, so memory does not grow with the size of a PDF.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from pathlib import Path
+
+from .. import pdfium
+from ..errors import DecodeError
+from ..records import Kind, PageImage, PageRef
+
+
+class PdfCache:
+    """A few open PDF documents, most recently used kept; pages of a document arrive together."""
+
+    def __init__(self, size: int) -> None:
+        self.size = max(1, size)
+        self._open: collections.OrderedDict[Path, pdfium.PdfHandle] = collections.OrderedDict()
+
+    def render(self, path: Path, index: int, dpi: int):
+        with pdfium.LOCK:  # one critical section: no other thread can close the handle meanwhile
+            handle = self._open.get(path)
+            if handle is None:
+                handle = pdfium.PdfHandle(path)
+                self._open[path] = handle
+                while len(self._open) > self.size:
+                    _, old = self._open.popitem(last=False)
+                    old.close()
+            else:
+                self._open.move_to_end(path)
+            return handle.render(index, dpi)
+
+    def close(self) -> None:
+        with pdfium.LOCK:
+            for handle in self._open.values():
+                handle.close()
+            self._open.clear()
+
+
+def decode_page(ref: PageRef, dpi: int, pdfs: PdfCache) -> PageImage:
+    """Render or decode one page to an RGB PIL image; raises DecodeError with a user-facing reason."""
+    from PIL import Image, ImageOps
+
+    t0 = time.perf_counter()
+    src = ref.source
+    try:
+        if src.kind is Kind.PDF:
+            image = pdfs.render(src.path, ref.page - 1, dpi)
+        else:
+            with Image.open(src.path) as im:
+                if ref.page > 1:
+                    im.seek(ref.page - 1)
+                im.load()
+                image = ImageOps.exif_transpose(im) if ref.page == 1 else im.copy()
+        if image.mode != "RGB":
+            image = _to_rgb(image)
+    except DecodeError:
+        raise
+    except Image.DecompressionBombError as exc:
+        raise DecodeError(f"image too large to decode safely: {exc}") from exc
+    except (OSError, ValueError, EOFError, SyntaxError) as exc:
+        raise DecodeError(f"cannot decode: {exc}") from exc
+    if image.width < 2 or image.height < 2:
+        raise DecodeError(f"page is too small ({image.width}x{image.height} px)")
+    return PageImage(ref=ref, image=image, decode_s=time.perf_counter() - t0)
+
+
+def _to_rgb(image):
+    from PIL import Image
+
+    if image.mode in ("RGBA", "LA", "PA") or (image.mode == "P" and "transparency" in image.info):
+        rgba = image.convert("RGBA")
+        canvas = Image.new("RGB", rgba.size, (255, 255, 255))  # transparent areas read as paper
+        canvas.paste(rgba, mask=rgba.getchannel("A"))
+        return canvas
+    return image.convert("RGB")

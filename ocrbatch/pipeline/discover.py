@@ -1,0 +1,231 @@
+"""Inputs → sources and page refs.
+
+Inputs are files, folders (walked recursively in sorted order, hidden entries skipped, symlink loops
+cut) or `-` for a list of paths on stdin. A file's kind comes from its first bytes, not its name.
+Every source gets an output key relative to its input root; two sources that would write the same
+file are told apart, and the user is told.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import IO, Callable, Iterable, Iterator
+
+from .. import pdfium
+from ..config import PageSelection
+from ..errors import DecodeError
+from ..records import Kind, PageRef, PageResult, Source
+
+log = logging.getLogger("ocrbatch")
+
+DOC_SUFFIXES = {".pdf", ".png", ".jpg", ".jpeg", ".jpe", ".jfif", ".tif", ".tiff", ".webp", ".bmp", ".gif"}
+
+
+def sniff(head: bytes) -> Kind | None:
+    """The document kind from a file's first bytes."""
+    if head.startswith(b"\x89PNG\r\n\x1a\n"):
+        return Kind.PNG
+    if head.startswith(b"\xff\xd8\xff"):
+        return Kind.JPEG
+    if head[:4] in (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+"):
+        return Kind.TIFF
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return Kind.WEBP
+    if head[:6] in (b"GIF87a", b"GIF89a"):
+        return Kind.GIF
+    if head[:2] == b"BM" and len(head) >= 26:
+        return Kind.BMP
+    if b"%PDF-" in head[:1024]:  # the spec allows junk before the header
+        return Kind.PDF
+    return None
+
+
+def _describe(head: bytes) -> str:
+    if not head:
+        return "empty file (0 bytes)"
+    sample = head[:512]
+    try:
+        sample.decode("utf-8")
+        return "not a PDF or image: it holds plain text"
+    except UnicodeDecodeError:
+        return "not a PDF or image this tool can read"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    path: Path  # absolute, resolved: identity of the file
+    display: str  # as the user named it (or as walked)
+    rel: PurePosixPath  # path relative to its input root, as named: the output mirrors it
+
+
+@dataclass
+class Discovery:
+    """What discovery found, as it goes (read by the orchestrator for totals)."""
+
+    sources: int = 0
+    pages: int = 0
+    missing_inputs: list[str] = field(default_factory=list)
+    renamed: list[tuple[str, str]] = field(default_factory=list)  # (source, new output key)
+
+
+def read_path_list(stream: IO[str], null_separated: bool) -> list[str]:
+    data = stream.read()
+    parts = data.split("\0") if null_separated else data.splitlines()
+    return [p for p in parts if p.strip()]
+
+
+def _rel_to_cwd(path: Path) -> PurePosixPath:
+    """Mirror a listed path below the current folder; one outside it keeps only its name."""
+    rel = os.path.relpath(os.path.abspath(path), os.getcwd())
+    if rel.startswith(".."):
+        return PurePosixPath(path.name)
+    return PurePosixPath(Path(rel).as_posix())
+
+
+def iter_candidates(inputs: Iterable[str], stdin: IO[str] | None, null_separated: bool,
+                    skip_dirs: Iterable[Path], found: Discovery) -> Iterator[Candidate]:
+    skip = {p.resolve() for p in skip_dirs}
+    seen: set[Path] = set()
+    for raw in inputs:
+        if raw == "-":
+            listed = read_path_list(stdin, null_separated) if stdin is not None else []
+            for line in listed:
+                yield from _expand(Path(line).expanduser(), line, True, seen, skip, found)
+        else:
+            yield from _expand(Path(raw).expanduser(), raw, False, seen, skip, found)
+
+
+def _expand(path: Path, display: str, listed: bool, seen: set[Path], skip: set[Path],
+            found: Discovery) -> Iterator[Candidate]:
+    if not path.exists():
+        found.missing_inputs.append(display)
+        log.error("%s: no such file or directory", display)
+        return
+    if path.is_dir():
+        base = _rel_to_cwd(path) if listed else PurePosixPath()
+        yield from _walk(path, base, seen, skip)
+        return
+    resolved = path.resolve()
+    if resolved not in seen:
+        seen.add(resolved)
+        rel = _rel_to_cwd(path) if listed else PurePosixPath(path.name)
+        yield Candidate(resolved, display, rel)
+
+
+def _walk(top: Path, base: PurePosixPath, seen: set[Path], skip: set[Path]) -> Iterator[Candidate]:
+    visited_dirs: set[tuple[int, int]] = set()
+    for dirpath, dirnames, filenames in os.walk(top, followlinks=True):
+        try:
+            st = os.stat(dirpath)
+        except OSError:
+            dirnames[:] = []
+            continue
+        if (st.st_dev, st.st_ino) in visited_dirs:  # a symlink loop, or the same folder twice
+            dirnames[:] = []
+            continue
+        visited_dirs.add((st.st_dev, st.st_ino))
+        here = Path(dirpath)
+        dirnames[:] = sorted(d for d in dirnames
+                             if not d.startswith(".") and (here / d).resolve() not in skip)
+        for name in sorted(filenames):
+            if name.startswith("."):
+                continue
+            full = here / name
+            try:
+                resolved = full.resolve()
+                if not resolved.is_file() or resolved in seen:
+                    continue
+                if full.suffix.lower() not in DOC_SUFFIXES:
+                    with open(resolved, "rb") as fh:
+                        if sniff(fh.read(1024)) is None:
+                            continue  # not a document: ignore quietly
+            except OSError:
+                continue
+            seen.add(resolved)
+            rel = base / PurePosixPath(full.relative_to(top).as_posix())
+            yield Candidate(resolved, str(full), rel)
+
+
+def _probe(cand: Candidate) -> tuple[Kind, int, os.stat_result]:
+    """Kind and page count of a candidate; raises DecodeError with a user-facing reason."""
+    try:
+        st = cand.path.stat()
+        with open(cand.path, "rb") as fh:
+            head = fh.read(1024)
+    except OSError as exc:
+        raise DecodeError(f"cannot read: {exc.strerror or exc}") from exc
+    kind = sniff(head)
+    if kind is None:
+        raise DecodeError(_describe(head))
+    if kind is Kind.PDF:
+        count = pdfium.page_count(cand.path)
+        if count == 0:
+            raise DecodeError("the PDF has no pages")
+        return kind, count, st
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(cand.path) as im:
+            count = getattr(im, "n_frames", 1) if kind is Kind.TIFF else 1
+    except (UnidentifiedImageError, OSError, ValueError) as exc:
+        raise DecodeError(f"cannot read the {kind.value.upper()} image: {exc}") from exc
+    return kind, count, st
+
+
+class KeyClaims:
+    """Output keys taken so far; case-insensitive, since some file systems are."""
+
+    def __init__(self) -> None:
+        self._taken: set[str] = set()
+
+    def claim(self, cand: Candidate, kind: Kind, multipage: bool, page_count: int,
+              found: Discovery) -> PurePosixPath:
+        rel = cand.rel
+        stem = rel.with_suffix("") if rel.suffix else rel
+        options = [stem, stem.with_name(rel.name)] + [stem.with_name(f"{stem.name}-{i}") for i in range(2, 1000)]
+        for n, key in enumerate(options):
+            names = self._names(key, multipage, page_count)
+            if not names & self._taken:
+                self._taken |= names
+                if n:
+                    found.renamed.append((cand.display, key.as_posix()))
+                return key
+        raise DecodeError("too many inputs map to the same output name")
+
+    @staticmethod
+    def _names(key: PurePosixPath, multipage: bool, page_count: int) -> set[str]:
+        probe = Source(Path(), "", Kind.PDF, key, 0, 0, page_count, multipage)
+        names = {"stem:" + key.as_posix().casefold()}
+        names |= {probe.output_for(p).as_posix().casefold() for p in range(1, page_count + 1)}
+        return names
+
+
+def discover(inputs: Iterable[str], *, stdin: IO[str] | None, null_separated: bool,
+             pages: PageSelection | None, skip_dirs: Iterable[Path], found: Discovery,
+             is_done: Callable[[PageRef], bool], force: bool,
+             emit_page: Callable[[PageRef], None], emit_result: Callable[[PageResult], None]) -> None:
+    """Walk the inputs; hand each page to `emit_page`, or a skip/failure record to `emit_result`."""
+    from ..records import Status
+
+    claims = KeyClaims()
+    for cand in iter_candidates(inputs, stdin, null_separated, skip_dirs, found):
+        try:
+            kind, count, st = _probe(cand)
+        except DecodeError as exc:
+            emit_result(PageResult.failed_file(cand.path, cand.display, str(exc)))
+            continue
+        multipage = kind is Kind.PDF or (kind is Kind.TIFF and count > 1)
+        key = claims.claim(cand, kind, multipage, count, found)
+        source = Source(cand.path, cand.display, kind, key, st.st_size, st.st_mtime_ns, count, multipage)
+        found.sources += 1
+        selected = pages.select(count) if pages else list(range(1, count + 1))
+        for page in selected:
+            ref = PageRef(source, page)
+            found.pages += 1
+            if not force and is_done(ref):
+                emit_result(PageResult(ref=ref, status=Status.SKIPPED))
+            else:
+                emit_page(ref)

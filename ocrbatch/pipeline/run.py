@@ -1,0 +1,253 @@
+"""The orchestrator. Reads like the data flow:
+
+    discover ─refs─▶ decode ×N ─images─▶ batch ─batches─▶ infer ×devices ─results─▶ write
+        └──────────────── skips and failures go straight to results ──────────────────┘
+
+Each arrow is a bounded, closable queue; each stage closes its output when its input is drained.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import IO, Any, Callable
+
+from ..config import RunConfig
+from ..engines import registry
+from ..engines.base import Engine
+from ..errors import ExitCode, NoInputsError, OcrbatchError
+from ..manifest import Manifest
+from ..records import Batch, PageImage, PageResult, Status
+from .batcher import Batcher
+from .decode import PdfCache, decode_page
+from .discover import Discovery, discover
+from .infer import infer_worker
+from .queue import ClosableQueue, Closed
+from .stats import Snapshot, Stats, summary_dict
+from .write import Writer
+
+log = logging.getLogger("ocrbatch")
+
+
+@dataclass
+class Summary:
+    counts: dict[str, int]
+    pages_total: int
+    sources: int
+    missing_inputs: list[str]
+    renamed: list[tuple[str, str]]
+    engine: dict[str, Any]
+    figures: dict[str, Any]
+    output: str
+    failures: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> ExitCode:
+        if self.counts["failed"] or self.counts["truncated"] or self.missing_inputs:
+            return ExitCode.PARTIAL
+        return ExitCode.OK
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "exit_code": int(self.exit_code),
+            "output": self.output,
+            "sources": self.sources,
+            "pages": self.pages_total,
+            **{f"pages_{k}": v for k, v in self.counts.items()},
+            **self.figures,
+            "engine": self.engine,
+            "missing_inputs": self.missing_inputs,
+            "renamed": [{"source": s, "output": k} for s, k in self.renamed],
+            "failures": self.failures,
+        }
+
+
+class _Run:
+    """The threads of one run and the queues between them."""
+
+    def __init__(self, config: RunConfig, engines: list[Engine], stdin: IO[str] | None) -> None:
+        self.config = config
+        self.engines = engines
+        self.stdin = stdin
+        self.out = config.output
+        self.manifest = Manifest(self.out, engines[0].identity())
+        self.writer = Writer(self.out, self.manifest, engines[0].identity())
+        self.found = Discovery()
+        self.stats = Stats()
+        n_dec, n_dev = config.workers, len(engines)
+        self.refs: ClosableQueue = ClosableQueue(max(64, 4 * n_dec), 1, "decode")
+        self.images: ClosableQueue[PageImage] = ClosableQueue(2 * config.max_batch + n_dec, n_dec, "batch")
+        self.batches: ClosableQueue[Batch] = ClosableQueue(2 * n_dev, 1, "infer")
+        self.results: ClosableQueue[PageResult] = ClosableQueue(256, 1 + n_dec + n_dev, "write")
+        self.discovering = True
+        self.crash: BaseException | None = None
+        self.failures: list[str] = []
+
+    # -- stages ---------------------------------------------------------------------------
+    def discover_stage(self) -> None:
+        try:
+            discover(self.config.inputs, stdin=self.stdin, null_separated=self.config.null_separated,
+                     pages=self.config.pages, skip_dirs=[self.out], found=self.found,
+                     is_done=self.manifest.is_done, force=self.config.force,
+                     emit_page=self.refs.put, emit_result=self.results.put)
+        finally:
+            self.discovering = False
+            self.refs.close()
+            self.results.close()
+
+    def decode_stage(self) -> None:
+        pdfs = PdfCache(size=2)
+        try:
+            while True:
+                try:
+                    ref = self.refs.get()
+                except Closed:
+                    return
+                t0 = time.perf_counter()
+                try:
+                    page = decode_page(ref, self.config.dpi, pdfs)
+                except OcrbatchError as exc:
+                    self.results.put(PageResult(ref=ref, status=Status.FAILED, error=str(exc)))
+                    continue
+                finally:
+                    self.stats.add_busy("decode", time.perf_counter() - t0)
+                page.ready_at = time.monotonic()
+                self.images.put(page)
+        finally:
+            pdfs.close()
+            self.images.close()
+            self.results.close()
+
+    def batch_stage(self) -> None:
+        batcher: Batcher[PageImage] = Batcher(self.config.max_batch, self.config.max_wait_s,
+                                              key=self.engines[0].bucket_key)
+
+        def send(ready: list) -> None:
+            for key, pages in ready:
+                self.stats.add_batch(len(pages))
+                self.batches.put(Batch(tuple(pages), key))
+
+        try:
+            while True:
+                deadline = batcher.next_deadline()
+                timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+                try:
+                    page = self.images.get(timeout)
+                except Closed:
+                    send(batcher.flush())
+                    return
+                if page is not None:
+                    send(batcher.add(page, time.monotonic()))
+                send(batcher.due(time.monotonic()))
+        finally:
+            self.batches.close()
+
+    def infer_stage(self, engine: Engine, device: str) -> None:
+        loaded = False
+
+        def take() -> Batch | None:
+            nonlocal loaded
+            try:
+                batch = self.batches.get()
+            except Closed:
+                return None
+            if not loaded:  # load on the first batch: a rerun with nothing to do never loads a model
+                engine.load(device)
+                loaded = True
+            return batch
+
+        try:
+            infer_worker(engine, take, self.results.put, lambda s: self.stats.add_busy("infer", s))
+        finally:
+            if loaded:
+                engine.close()
+            self.results.close()
+
+    # -- driving ------------------------------------------------------------------------------
+    def _guard(self, fn: Callable[..., None], *args: Any) -> Callable[[], None]:
+        def target() -> None:
+            try:
+                fn(*args)
+            except Closed:
+                pass  # aborted elsewhere
+            except BaseException as exc:  # noqa: BLE001 - handed to the main thread
+                if self.crash is None:
+                    self.crash = exc
+                self.abort()
+        return target
+
+    def abort(self) -> None:
+        for q in (self.refs, self.images, self.batches, self.results):
+            q.abort()
+
+    def snapshot(self) -> Snapshot:
+        return self.stats.snapshot(
+            pages_total=self.found.pages + self.writer.file_failures,
+            discovering=self.discovering,
+            done={s.value: n for s, n in self.writer.counts.items()},
+            queue_depth={"decode": len(self.refs), "batch": len(self.images),
+                         "infer": len(self.batches), "write": len(self.results)},
+            last_error=self.writer.last_error,
+        )
+
+    def execute(self, on_progress: Callable[[Snapshot], None] | None) -> Summary:
+        threads = [threading.Thread(target=self._guard(self.discover_stage), name="discover", daemon=True)]
+        threads += [threading.Thread(target=self._guard(self.decode_stage), name=f"decode-{i}", daemon=True)
+                    for i in range(self.config.workers)]
+        threads.append(threading.Thread(target=self._guard(self.batch_stage), name="batch", daemon=True))
+        threads += [threading.Thread(target=self._guard(self.infer_stage, e, d), name=f"infer-{d}", daemon=True)
+                    for e, d in zip(self.engines, self.config.devices)]
+        for t in threads:
+            t.start()
+        try:
+            while True:
+                try:
+                    result = self.results.get(timeout=0.5)
+                except Closed:
+                    break
+                if result is not None:
+                    t0 = time.perf_counter()
+                    self.writer.write(result)
+                    self.stats.add_busy("write", time.perf_counter() - t0)
+                    if result.status is Status.FAILED and len(self.failures) < 100:
+                        self.failures.append(self.writer.last_error or "")
+                if on_progress is not None:
+                    on_progress(self.snapshot())
+        except BaseException:
+            self.abort()
+            raise
+        finally:
+            for t in threads:
+                t.join(timeout=5 if self.crash or not self.results.closed else None)
+            self.manifest.close()
+        if self.crash is not None:
+            raise self.crash
+        return self._summary()
+
+    def _summary(self) -> Summary:
+        snap = self.snapshot()
+        if not self.found.sources and not self.writer.counts[Status.FAILED]:
+            where = ", ".join(self.config.inputs)
+            raise NoInputsError(f"no PDF or image files found in {where}")
+        workers = {"decode": self.config.workers, "infer": len(self.engines)}
+        return Summary(
+            counts={s.value: n for s, n in self.writer.counts.items()},
+            pages_total=self.found.pages + self.writer.file_failures,
+            sources=self.found.sources,
+            missing_inputs=list(self.found.missing_inputs),
+            renamed=list(self.found.renamed),
+            engine=self.engines[0].describe(),
+            figures=summary_dict(snap, workers),
+            output=str(self.out),
+            failures=self.failures,
+        )
+
+
+def run(config: RunConfig, *, stdin: IO[str] | None = None,
+        on_progress: Callable[[Snapshot], None] | None = None) -> Summary:
+    """Convert everything `config` names; returns the summary. Raises OcrbatchError subclasses."""
+    engines = [registry.create(config.engine, config.engine_options) for _ in config.devices]
+    return _Run(config, engines, stdin).execute(on_progress)
+

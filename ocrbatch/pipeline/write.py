@@ -1,0 +1,61 @@
+"""Page results → files: atomic Markdown writes, attachments, one manifest record per page."""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from ..manifest import Manifest
+from ..records import PageResult, Status
+
+log = logging.getLogger("ocrbatch")
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write `data` to `path` so a reader sees the old file or the new one, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class Writer:
+    def __init__(self, out_dir: Path, manifest: Manifest, engine_identity: str) -> None:
+        self.out_dir = out_dir
+        self.manifest = manifest
+        self.engine_identity = engine_identity
+        self.counts = {s: 0 for s in Status}
+        self.busy_s = 0.0
+        self.last_error: str | None = None
+        self.file_failures = 0  # whole files that failed before their pages were known
+
+    def write(self, result: PageResult) -> None:
+        t0 = time.perf_counter()
+        if result.status in (Status.OK, Status.TRUNCATED) and result.ref is not None:
+            try:
+                for att in result.attachments:
+                    atomic_write(self.out_dir / att.relpath, att.data)
+                text = result.markdown if result.markdown.endswith("\n") else result.markdown + "\n"
+                atomic_write(self.out_dir / result.ref.output, text.encode("utf-8"))
+            except OSError as exc:
+                result.status = Status.FAILED
+                result.error = f"cannot write {result.ref.output}: {exc.strerror or exc}"
+        if result.status is Status.FAILED:
+            where = result.ref.label if result.ref else result.source_display
+            self.last_error = f"{where}: {result.error}"
+            self.file_failures += result.ref is None
+            log.error("%s", self.last_error)
+        elif result.status is Status.TRUNCATED and result.ref is not None:
+            log.warning("%s: output truncated at the token limit", result.ref.label)
+        result.timings["write_s"] = time.perf_counter() - t0
+        self.manifest.record(result, self.engine_identity)
+        self.counts[result.status] += 1
+        self.busy_s += time.perf_counter() - t0

@@ -1,0 +1,135 @@
+"""Plain records that travel between the stages. Stages share these types and nothing else."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any, Hashable
+
+
+class Kind(str, enum.Enum):
+    PDF = "pdf"
+    PNG = "png"
+    JPEG = "jpeg"
+    TIFF = "tiff"
+    WEBP = "webp"
+    BMP = "bmp"
+    GIF = "gif"
+
+
+class Status(str, enum.Enum):
+    OK = "ok"
+    SKIPPED = "skipped"  # done by an earlier run for the same file and engine
+    FAILED = "failed"
+    TRUNCATED = "truncated"  # written, but the engine stopped at its output limit
+
+
+@dataclass(frozen=True)
+class Source:
+    """One input document, as discovered."""
+
+    path: Path  # resolved, absolute
+    display: str  # as the user named it, for messages
+    kind: Kind
+    out_key: PurePosixPath  # output stem relative to the output folder, e.g. a/NAME
+    size: int
+    mtime_ns: int
+    page_count: int
+    multipage: bool  # True: OUT/key/page-0001.md ...; False: OUT/key.md
+
+    def output_for(self, page: int) -> PurePosixPath:
+        """Relative Markdown path of 1-based `page`."""
+        if self.multipage:
+            return self.out_key / f"page-{page:04d}.md"
+        return self.out_key.with_name(self.out_key.name + ".md")
+
+
+@dataclass(frozen=True)
+class PageRef:
+    source: Source
+    page: int  # 1-based
+
+    @property
+    def output(self) -> PurePosixPath:
+        return self.source.output_for(self.page)
+
+    @property
+    def label(self) -> str:
+        if self.source.multipage:
+            return f"{self.source.display} page {self.page}"
+        return self.source.display
+
+
+@dataclass
+class PageImage:
+    """A decoded page, ready for an engine."""
+
+    ref: PageRef
+    image: Any  # PIL.Image.Image, RGB
+    decode_s: float = 0.0
+    ready_at: float = 0.0  # monotonic time it entered the batcher's queue
+
+    @property
+    def size(self) -> tuple[int, int]:
+        return self.image.size
+
+
+@dataclass(frozen=True)
+class Batch:
+    pages: tuple[PageImage, ...]
+    bucket: Hashable = None
+
+    def __len__(self) -> int:
+        return len(self.pages)
+
+
+@dataclass
+class Attachment:
+    """An extra file written beside a page's Markdown (e.g. a cropped figure)."""
+
+    relpath: PurePosixPath  # relative to the output folder
+    data: bytes
+
+
+@dataclass
+class PageOutput:
+    """What an engine returns for one page."""
+
+    markdown: str
+    status: Status = Status.OK
+    attachments: list[Attachment] = field(default_factory=list)
+    info: dict[str, Any] = field(default_factory=dict)  # engine-specific facts for the manifest
+
+
+@dataclass
+class PageResult:
+    """The end of a page's journey: handed to the writer."""
+
+    ref: PageRef | None  # None when a whole file failed before its pages were known
+    status: Status
+    markdown: str = ""
+    attachments: list[Attachment] = field(default_factory=list)
+    error: str | None = None
+    source_display: str = ""  # set when ref is None
+    source_path: str = ""
+    timings: dict[str, float] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def failed_file(cls, path: Path, display: str, error: str) -> "PageResult":
+        return cls(ref=None, status=Status.FAILED, error=error, source_display=display,
+                   source_path=str(path))
+
+
+@dataclass(frozen=True)
+class TextLine:
+    """One recognised line of text with its box in page pixels (x0, y0, x1, y1), y growing down."""
+
+    text: str
+    box: tuple[float, float, float, float]
+    score: float = 1.0
+
+    @property
+    def height(self) -> float:
+        return self.box[3] - self.box[1]

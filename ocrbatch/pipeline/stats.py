@@ -1,27 +1,47 @@
-"""Live counters the stages update and the UI reads as a snapshot. The pipeline never waits on a reader."""
+"""Live counters the stages update, and the immutable snapshots that readers (panel, log lines, metrics) pull.
+
+The stages only add to counters under a lock held for a few instructions. Readers call `snapshot()` from
+their own threads, on their own timers; the pipeline never waits on a reader.
+
+"Now" figures (pages/s, busy %) cover the last RECENT_S seconds, stretched back (up to HISTORY_S) until
+they include two mean batches, so that a slow engine finishing 8 pages at a time does not read as a saw.
+"""
 
 from __future__ import annotations
 
+import collections
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..gpu.nvml import ResourceSample
 
 STAGES = ("decode", "batch", "infer", "write")
+RECENT_S = 20.0
+HISTORY_S = 120.0
+_SAMPLE_EVERY_S = 0.5
 
 
 @dataclass(frozen=True)
 class Snapshot:
     elapsed_s: float
-    pages_total: int  # pages discovered so far
+    pages_total: int  # pages discovered so far (skipped ones included)
     discovering: bool
     done: dict[str, int]  # by status
-    queue_depth: dict[str, int]  # waiting in front of each stage
+    queue_depth: dict[str, int]  # waiting in front of each stage (infer: batches; others: pages)
     busy_s: dict[str, float]  # summed over each stage's threads
     batches: int
     batch_pages: int
     last_batch: int
     last_error: str | None
+    workers: dict[str, int] = field(default_factory=dict)  # threads per stage
+    queue_max: dict[str, int] = field(default_factory=dict)
+    rate_now: float = 0.0  # pages/s over the recent window
+    busy_now: dict[str, float] = field(default_factory=dict)  # 0..1 per stage over the recent window
+    resources: ResourceSample | None = None
+    started_at: float = 0.0  # wall clock, seconds since the epoch
 
     @property
     def finished(self) -> int:
@@ -29,22 +49,55 @@ class Snapshot:
 
     @property
     def processed(self) -> int:
+        """Pages this run worked on (everything but pages an earlier run had done)."""
         return self.finished - self.done.get("skipped", 0)
+
+    @property
+    def remaining(self) -> int:
+        return max(0, self.pages_total - self.finished)
 
     @property
     def mean_batch(self) -> float:
         return self.batch_pages / self.batches if self.batches else 0.0
 
+    @property
+    def rate_avg(self) -> float:
+        return self.processed / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+    @property
+    def eta_s(self) -> float | None:
+        """Seconds left at the recent rate; None while pages are still being found or nothing has finished."""
+        if self.discovering:
+            return None
+        if self.remaining == 0:
+            return 0.0
+        rate = self.rate_now or self.rate_avg
+        return self.remaining / rate if rate > 0 else None
+
+    @property
+    def busy_avg(self) -> dict[str, float]:
+        """0..1 per stage over the whole run."""
+        wall = max(self.elapsed_s, 1e-9)
+        return {s: min(1.0, self.busy_s.get(s, 0.0) / (wall * max(1, self.workers.get(s, 1)))) for s in STAGES}
+
 
 @dataclass
 class Stats:
+    workers: dict[str, int] = field(default_factory=dict)  # threads per stage; 1 when not named
     started: float = field(default_factory=time.monotonic)
+    started_at: float = field(default_factory=time.time)
     busy_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
     batches: int = 0
     batch_pages: int = 0
     last_batch: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _history: collections.deque = field(default_factory=collections.deque)  # (t, processed, busy per stage)
 
+    def __post_init__(self) -> None:
+        self.workers = {s: max(1, self.workers.get(s, 1)) for s in STAGES}
+        self._history.append((self.started, 0, (0.0,) * len(STAGES)))
+
+    # -- called by the stages: a few instructions under the lock ---------------------------------
     def add_busy(self, stage: str, seconds: float) -> None:
         with self._lock:
             self.busy_s[stage] += seconds
@@ -55,21 +108,59 @@ class Stats:
             self.batch_pages += size
             self.last_batch = size
 
+    # -- called by readers ------------------------------------------------------------------------
     def snapshot(self, *, pages_total: int, discovering: bool, done: dict[str, int],
-                 queue_depth: dict[str, int], last_error: str | None) -> Snapshot:
+                 queue_depth: dict[str, int], last_error: str | None,
+                 queue_max: dict[str, int] | None = None, resources: ResourceSample | None = None) -> Snapshot:
+        done = dict(done)
+        processed = sum(done.values()) - done.get("skipped", 0)
         with self._lock:
-            return Snapshot(time.monotonic() - self.started, pages_total, discovering, dict(done),
-                            dict(queue_depth), dict(self.busy_s), self.batches, self.batch_pages,
-                            self.last_batch, last_error)
+            now = time.monotonic()
+            busy = dict(self.busy_s)
+            batches, batch_pages, last_batch = self.batches, self.batch_pages, self.last_batch
+            t0, p0, b0 = self._recent(now, processed, batch_pages / batches if batches else 1.0)
+            self._remember(now, processed, busy)
+        span = now - t0
+        rate_now = (processed - p0) / span if span > 0 else 0.0
+        busy_now = {s: min(1.0, max(0.0, (busy[s] - b0[i]) / (span * self.workers[s]))) if span > 0 else 0.0
+                    for i, s in enumerate(STAGES)}
+        return Snapshot(now - self.started, pages_total, discovering, done, dict(queue_depth), busy, batches,
+                        batch_pages, last_batch, last_error, dict(self.workers), dict(queue_max or {}),
+                        rate_now, busy_now, resources, self.started_at)
+
+    def _recent(self, now: float, processed: int, mean_batch: float) -> tuple[float, int, tuple[float, ...]]:
+        """The newest remembered point at least RECENT_S old with two mean batches since; else the oldest."""
+        want = 2 * max(1.0, mean_batch)
+        for t, p, b in reversed(self._history):
+            if now - t >= RECENT_S and processed - p >= want:
+                return t, p, b
+        return self._history[0]
+
+    def _remember(self, now: float, processed: int, busy: dict[str, float]) -> None:
+        hist = self._history
+        if now - hist[-1][0] >= _SAMPLE_EVERY_S:
+            hist.append((now, processed, tuple(busy[s] for s in STAGES)))
+        while len(hist) > 1 and hist[1][0] <= now - HISTORY_S:
+            hist.popleft()
 
 
-def summary_dict(snap: Snapshot, workers: dict[str, int]) -> dict[str, Any]:
+def summary_dict(snap: Snapshot) -> dict[str, Any]:
+    """The run's figures for the summary table and --json."""
     wall = max(snap.elapsed_s, 1e-9)
-    return {
+    figures: dict[str, Any] = {
         "wall_s": round(snap.elapsed_s, 3),
         "pages_per_s": round(snap.processed / wall, 3),
         "batches": snap.batches,
         "mean_batch": round(snap.mean_batch, 2),
-        "stage_busy_pct": {s: round(100 * snap.busy_s[s] / (wall * max(1, workers.get(s, 1))), 1)
-                           for s in STAGES},
+        "stage_busy_pct": {s: round(100 * v, 1) for s, v in snap.busy_avg.items()},
     }
+    res = snap.resources
+    if res is not None:
+        figures["gpus"] = [{"index": g.index, "name": g.name,
+                            "util_mean_pct": None if g.util_mean_pct is None else round(g.util_mean_pct, 1),
+                            "vram_peak_mib": g.mem_peak // 2**20, "vram_total_mib": g.mem_total // 2**20}
+                           for g in res.gpus]
+        if res.host is not None:
+            figures["cpu_mean_pct"] = round(res.host.cpu_mean_pct, 1)
+            figures["rss_peak_mib"] = None if res.host.rss_peak is None else res.host.rss_peak // 2**20
+    return figures

@@ -1,0 +1,51 @@
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from PIL import Image, ImageDraw, ImageFont
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+
+
+@pytest.fixture(scope="session")
+def dev_corpus() -> Path:
+    path = SHARED / "bench" / "dev"
+    if not path.is_dir():
+        pytest.skip("../shared/bench/dev is not beside this checkout")
+    return path
+
+
+def draw_page(text: str, size: tuple[int, int] = (600, 800), font_size: int = 28) -> Image.Image:
+    """A white page with `text` (one line per \\n) in Pillow's built-in font."""
+    im = Image.new("RGB", size, "white")
+    d = ImageDraw.Draw(im)
+    f = ImageFont.load_default(size=font_size)
+    y = 40
+    for line in text.splitlines():
+        d.text((40, y), line, font=f, fill="black")
+        y += int(font_size * 1.6)
+    return im
+
+
+def save_pdf(path: Path, pages: list[Image.Image]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pages[0].save(path, save_all=True, append_images=pages[1:], resolution=100)
+    return path
+
+
+def run_cli(*args: str, cwd: Path | None = None, stdin: str | bytes | None = None,
+            env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run `python -m ocrbatch ARGS` as a user would (stderr is not a terminal)."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "ocrbatch", *args], cwd=cwd, input=stdin,
+                          capture_output=True, env=full_env, text=not isinstance(stdin, bytes))
+
+
+def manifest(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "manifest.jsonl").read_text().splitlines() if line]

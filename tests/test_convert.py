@@ -1,0 +1,163 @@
+"""`ocrbatch convert` end to end: outputs, manifest, resume, bad input, exit codes."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import draw_page, manifest, run_cli, save_pdf
+from engines import CrashOnPage, NoLoadEngine, RecordingEngine
+from ocrbatch.cli import app
+from ocrbatch.engines import registry
+
+
+@pytest.fixture
+def docs(tmp_path) -> Path:
+    d = tmp_path / "docs"
+    d.mkdir()
+    draw_page("first page").save(d / "a.png")
+    draw_page("second page", size=(800, 600)).save(d / "b.jpg")
+    save_pdf(d / "c.pdf", [draw_page("pdf one"), draw_page("pdf two")])
+    return d
+
+
+@pytest.fixture
+def engine(request):
+    """Register a test engine for in-process runs."""
+    cls = request.param
+    registry.register(cls.name, cls)
+    yield cls.name
+    registry.unregister(cls.name)
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+def test_bad_files_are_recorded_and_the_run_goes_on(dev_corpus, tmp_path):
+    out = tmp_path / "p"
+    d = dev_corpus
+    r = run_cli("convert", str(d / "pages"), str(d / "pdfs"), str(d / "bad"), "-o", str(out), "--engine", "fake")
+    assert r.returncode == 3  # partial
+    assert "Traceback" not in r.stderr
+    recs = manifest(out)
+    failed = {Path(rec["source"]).name: rec["error"] for rec in recs if rec["status"] == "failed"}
+    assert set(failed) == {"empty.png", "readme-renamed.pdf", "truncated-doc.pdf"}
+    for name in failed:  # one line per bad file, naming it
+        assert sum(name in line for line in r.stderr.splitlines()) == 1
+    ok = [rec for rec in recs if rec["status"] == "ok"]
+    assert len(ok) == 30
+    truth = sorted(p.relative_to(d / "truth").with_suffix(".md").as_posix() for p in (d / "truth").rglob("*.txt"))
+    assert sorted(rec["output"] for rec in ok) == truth  # the names score.py reads
+    assert all((out / rec["output"]).read_text().strip() for rec in ok)
+
+
+def test_rerun_skips_finished_pages_and_force_redoes_them(docs, tmp_path):
+    out = tmp_path / "md"
+    first = run_cli("convert", str(docs), "-o", str(out), "--engine", "fake", "--json")
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout)["pages_ok"] == 4
+    before = {p: p.stat().st_mtime_ns for p in out.rglob("*.md")}
+
+    second = run_cli("convert", str(docs), "-o", str(out), "--engine", "fake", "--json")
+    summary = json.loads(second.stdout)
+    assert (summary["pages_ok"], summary["pages_skipped"]) == (0, 4)
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("*.md")} == before
+    assert len(manifest(out)) == 4  # one record per page, not one per run
+    assert {rec["status"] for rec in manifest(out)} == {"skipped"}
+
+    forced = json.loads(run_cli("convert", str(docs), "-o", str(out), "--engine", "fake", "--json",
+                                "--force").stdout)
+    assert (forced["pages_ok"], forced["pages_skipped"]) == (4, 0)
+
+
+def test_rerun_redoes_a_changed_file_a_deleted_output_and_another_engine(docs, tmp_path):
+    out = tmp_path / "md"
+    run_cli("convert", str(docs), "-o", str(out), "--engine", "fake")
+    draw_page("first page, edited").save(docs / "a.png")
+    (out / "c" / "page-0002.md").unlink()
+    r = json.loads(run_cli("convert", str(docs), "-o", str(out), "--engine", "fake", "--json").stdout)
+    assert (r["pages_ok"], r["pages_skipped"]) == (2, 2)
+    rec_a = next(rec for rec in manifest(out) if rec["source"].endswith("a.png"))
+    assert rec_a["status"] == "ok" and rec_a["source_size"] == (docs / "a.png").stat().st_size
+    assert (out / "c" / "page-0002.md").exists()
+
+
+def test_stdout_is_clean_and_json_is_the_only_thing_on_it(docs, tmp_path):
+    r = run_cli("convert", str(docs), "-o", str(tmp_path / "md"), "--engine", "fake", "--json")
+    summary = json.loads(r.stdout)
+    assert summary["exit_code"] == 0 and summary["pages"] == 4
+    plain = run_cli("convert", str(docs), "-o", str(tmp_path / "md2"), "--engine", "fake")
+    assert plain.stdout == ""
+    assert "4 ok" in plain.stderr
+    quiet = run_cli("convert", str(docs), "-o", str(tmp_path / "md3"), "--engine", "fake", "-q")
+    assert quiet.stdout == "" and quiet.stderr == ""
+
+
+def test_exit_codes_for_usage_no_inputs_and_missing_paths(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "notes.txt").write_text("nothing to convert")
+    assert run_cli("convert", str(empty), "-o", str(tmp_path / "o"), "--engine", "fake").returncode == 4
+    assert run_cli("convert", str(tmp_path / "nope"), "-o", str(tmp_path / "o")).returncode == 4
+    assert run_cli("convert", str(empty), "-o", str(tmp_path / "o"), "--pages", "x").returncode == 2
+    assert run_cli("convert", str(empty), "-o", str(tmp_path / "o"), "--engine", "nope").returncode == 2
+    assert run_cli("convert", str(empty)).returncode == 2  # -o is required
+    draw_page("here").save(tmp_path / "here.png")
+    r = run_cli("convert", str(tmp_path / "here.png"), str(tmp_path / "gone.png"), "-o", str(tmp_path / "o"),
+                "--engine", "fake")
+    assert r.returncode == 3 and "gone.png: no such file" in r.stderr
+    assert (tmp_path / "o" / "here.md").exists()
+
+
+@pytest.mark.parametrize("engine", [NoLoadEngine], indirect=True)
+def test_engine_that_cannot_load_exits_5_with_one_line(engine, docs, tmp_path):
+    r = invoke("convert", str(docs), "-o", str(tmp_path / "md"), "--engine", engine)
+    assert r.exit_code == 5
+    assert "weights not found at /nowhere" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("engine", [CrashOnPage], indirect=True)
+def test_a_page_that_crashes_the_engine_fails_alone(engine, docs, tmp_path):
+    draw_page("bad page").save(docs / "poison.png")
+    out = tmp_path / "md"
+    r = invoke("convert", str(docs), "-o", str(out), "--engine", engine, "--max-batch", "8",
+               "--max-wait-ms", "2000")
+    assert r.exit_code == 3
+    by_name = {Path(rec["source"]).name + str(rec["page"]): rec["status"] for rec in manifest(out)}
+    assert by_name == {"a.png1": "ok", "b.jpg1": "ok", "c.pdf1": "ok", "c.pdf2": "ok", "poison.png1": "failed"}
+    assert "poison.png: RuntimeError: engine exploded on this input" in r.stderr
+
+
+@pytest.mark.parametrize("engine", [RecordingEngine], indirect=True)
+def test_pages_of_one_size_share_batches_up_to_max_batch(engine, tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(7):
+        draw_page(f"page {i}").save(docs / f"p{i}.png")
+    RecordingEngine.batches = []
+    r = invoke("convert", str(docs), "-o", str(tmp_path / "md"), "--engine", engine, "--max-batch", "3",
+               "--max-wait-ms", "5000")
+    assert r.exit_code == 0, r.stderr
+    assert sorted(RecordingEngine.batches) == [1, 3, 3]
+
+
+def test_help_does_not_import_torch():
+    code = "import sys; from ocrbatch.cli import app; import typer.testing as t; " \
+           "r = t.CliRunner().invoke(app, ['convert', '--help']); assert r.exit_code == 0; " \
+           "print('torch' in sys.modules, 'transformers' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False False"
+
+
+def test_writes_are_atomic_no_temporary_files_left(docs, tmp_path):
+    out = tmp_path / "md"
+    run_cli("convert", str(docs), "-o", str(out), "--engine", "fake")
+    leftovers = [p for p in out.rglob("*") if p.name.startswith(".")]
+    assert leftovers == []
+    assert os.listdir(out) and (out / "manifest.jsonl").exists()

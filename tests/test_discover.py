@@ -1,0 +1,116 @@
+"""Which files a run finds, and where their Markdown goes."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import draw_page, manifest, run_cli, save_pdf
+from ocrbatch.config import PageSelection
+from ocrbatch.errors import UsageError
+
+
+def outputs(out: Path) -> list[str]:
+    return sorted(p.relative_to(out).as_posix() for p in out.rglob("*.md"))
+
+
+def test_folders_mirror_into_output_one_file_per_page(tmp_path):
+    docs = tmp_path / "docs"
+    (docs / "receipts").mkdir(parents=True)
+    draw_page("a receipt").save(docs / "receipts" / "r1.png")
+    save_pdf(docs / "contracts" / "lease.pdf", [draw_page(f"page {i}") for i in range(3)])
+    frames = [draw_page(f"frame {i}") for i in range(2)]
+    frames[0].save(docs / "fax.tiff", save_all=True, append_images=frames[1:])
+    draw_page("single frame").save(docs / "single.tif")
+    out = tmp_path / "md"
+    r = run_cli("convert", str(docs), "-o", str(out), "--engine", "fake")
+    assert r.returncode == 0, r.stderr
+    assert outputs(out) == ["contracts/lease/page-0001.md", "contracts/lease/page-0002.md",
+                            "contracts/lease/page-0003.md", "fax/page-0001.md", "fax/page-0002.md",
+                            "receipts/r1.md", "single.md"]
+
+
+def test_kind_comes_from_content_not_name(tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    draw_page("png without extension").save(docs / "scan-0001", format="PNG")
+    draw_page("jpeg named png").save(docs / "photo.png", format="JPEG")
+    (docs / "notes.txt").write_text("just notes, not a document\n")
+    (docs / "fake.pdf").write_text("this is text, not a PDF\n")
+    out = tmp_path / "md"
+    r = run_cli("convert", str(docs), "-o", str(out), "--engine", "fake")
+    assert r.returncode == 3, r.stderr  # partial: fake.pdf failed
+    assert outputs(out) == ["photo.md", "scan-0001.md"]
+    failed = [rec for rec in manifest(out) if rec["status"] == "failed"]
+    assert [Path(rec["source"]).name for rec in failed] == ["fake.pdf"]
+    assert "fake.pdf" in r.stderr and "plain text" in r.stderr
+    assert "notes.txt" not in r.stderr
+
+
+def test_hidden_entries_symlink_loops_and_the_output_folder_are_skipped(tmp_path):
+    docs = tmp_path / "docs"
+    (docs / "sub").mkdir(parents=True)
+    (docs / ".cache").mkdir()
+    draw_page("visible").save(docs / "sub" / "a.png")
+    draw_page("hidden").save(docs / ".cache" / "b.png")
+    os.symlink(docs, docs / "sub" / "loop")
+    out = docs / "md"  # output inside the input folder
+    for _ in range(2):  # the second run must not pick up the first run's output
+        r = run_cli("convert", str(docs), "-o", str(out), "--engine", "fake")
+        assert r.returncode == 0, r.stderr
+    assert outputs(out) == ["sub/a.md"]
+    assert len(manifest(out)) == 1
+
+
+def test_stdin_list_mirrors_paths_below_the_current_folder(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    draw_page("one").save(tmp_path / "a" / "x.png")
+    draw_page("two").save(tmp_path / "b" / "x.png")
+    listing = "./a/x.png\n./b/x.png\n"
+    r = run_cli("convert", "-", "-o", "md", "--engine", "fake", cwd=tmp_path, stdin=listing)
+    assert r.returncode == 0, r.stderr
+    assert outputs(tmp_path / "md") == ["a/x.md", "b/x.md"]
+
+
+def test_stdin_nul_separated_list_like_find_print0(tmp_path):
+    draw_page("odd").save(tmp_path / "odd name\nwith newline.png", format="PNG")
+    draw_page("plain").save(tmp_path / "plain.png")
+    listing = b"./odd name\nwith newline.png\0./plain.png\0"
+    r = run_cli("convert", "-", "-0", "-o", "md", "--engine", "fake", cwd=tmp_path, stdin=listing)
+    assert r.returncode == 0, r.stderr
+    assert outputs(tmp_path / "md") == ["odd name\nwith newline.md", "plain.md"]
+
+
+def test_inputs_that_map_to_the_same_output_are_told_apart(tmp_path):
+    draw_page("the png").save(tmp_path / "report.png")
+    draw_page("the jpeg").save(tmp_path / "report.jpg")
+    save_pdf(tmp_path / "report.pdf", [draw_page("the pdf")])
+    out = tmp_path / "md"
+    r = run_cli("convert", str(tmp_path / "report.jpg"), str(tmp_path / "report.png"),
+                str(tmp_path / "report.pdf"), "-o", str(out), "--engine", "fake")
+    assert r.returncode == 0, r.stderr
+    assert outputs(out) == ["report.md", "report.pdf/page-0001.md", "report.png.md"]
+    assert r.stderr.count("same output name") == 2
+    sources = {Path(rec["source"]).name: rec["output"] for rec in manifest(out)}
+    assert sources == {"report.jpg": "report.md", "report.png": "report.png.md",
+                       "report.pdf": "report.pdf/page-0001.md"}
+
+
+def test_page_selection(tmp_path):
+    save_pdf(tmp_path / "long.pdf", [draw_page(f"page {i}") for i in range(1, 9)])
+    out = tmp_path / "md"
+    r = run_cli("convert", str(tmp_path / "long.pdf"), "-o", str(out), "--engine", "fake", "--pages", "1-2,5,7-")
+    assert r.returncode == 0, r.stderr
+    assert outputs(out) == [f"long/page-000{i}.md" for i in (1, 2, 5, 7, 8)]
+    assert "page 5" in (out / "long/page-0005.md").read_text()
+
+
+@pytest.mark.parametrize("text", ["0", "3-1", "a-b", "1,,2"])
+def test_bad_page_selection_is_a_usage_error(text):
+    with pytest.raises(UsageError):
+        PageSelection.parse(text)
+
+
+def test_page_selection_past_the_end_is_clipped():
+    assert PageSelection.parse("2-4,9-").select(5) == [2, 3, 4]

@@ -63,7 +63,13 @@ def convert(
     prompt: str = typer.Option("markdown", "--prompt",
                                help="markdown, free, or your own text containing <image> (deepseek-ocr2)."),
     max_new_tokens: int = typer.Option(8192, "--max-new-tokens", help="Most tokens per page (deepseek-ocr2)."),
+    devices: str = typer.Option("auto", "--devices",
+                                help="Where engines run: auto (every GPU for a GPU engine), cpu, 0,1 or cuda:0; "
+                                     "one worker per device."),
     dpi: int = typer.Option(150, help="Resolution for rendering PDF pages."),
+    text_layer: str = typer.Option("auto", "--text-layer",
+                                   help="PDF pages with a real text layer: auto (use it, OCR the rest), "
+                                        "off (OCR every page) or only (never OCR; other pages fail)."),
     max_batch: int = typer.Option(8, "--max-batch", help="Most pages in one engine batch."),
     max_wait_ms: int = typer.Option(200, "--max-wait-ms", help="Longest a page waits for its batch to fill."),
     workers: Optional[int] = typer.Option(None, "--workers", "-j", help="Decode threads (default: up to 4)."),
@@ -72,6 +78,12 @@ def convert(
     null: bool = typer.Option(False, "-0", "--null", help="Paths on stdin are NUL-separated (find -print0)."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary on stdout."),
     quiet: bool = typer.Option(False, "-q", "--quiet", help="Print only errors."),
+    no_progress: bool = typer.Option(False, "--no-progress",
+                                     help="No live panel: plain timestamped lines every --log-every seconds."),
+    log_every: float = typer.Option(30.0, "--log-every", metavar="SECONDS",
+                                    help="Seconds between plain progress lines and --metrics-file updates."),
+    metrics_file: Optional[Path] = typer.Option(None, "--metrics-file", metavar="PATH",
+                                                help="Keep Prometheus metrics here (node_exporter textfile format)."),
     verbose: int = typer.Option(0, "-v", "--verbose", count=True, help="More detail; tracebacks on errors."),
 ) -> None:
     """Convert documents to Markdown: OUT/NAME.md per image, OUT/NAME/page-0001.md per PDF page."""
@@ -79,7 +91,8 @@ def convert(
     try:
         options = EngineOptions(model=model, dtype=dtype, prompt=prompt, max_new_tokens=max_new_tokens)
         code = _convert(inputs, output, engine, options, dpi, max_batch, max_wait_ms, workers, pages, force,
-                        null, as_json, quiet)
+                        null, as_json, quiet, progress=not no_progress, log_every=log_every,
+                        metrics_file=metrics_file, devices=devices, text_layer=text_layer)
     except OcrbatchError as exc:
         log.error("%s", exc, exc_info=verbose > 0)
         code = exc.exit_code
@@ -94,11 +107,11 @@ def convert(
 
 
 def _convert(inputs, output, engine, options, dpi, max_batch, max_wait_ms, workers, pages, force, null, as_json,
-             quiet) -> ExitCode:
+             quiet, *, progress=True, log_every=30.0, metrics_file=None, devices="auto",
+             text_layer="auto") -> ExitCode:
     from .config import PageSelection, RunConfig, default_workers
     from .engines import registry
     from .pipeline.run import run
-    from .ui import progress_reporter
 
     if engine not in registry.names():
         from .errors import UsageError
@@ -108,9 +121,12 @@ def _convert(inputs, output, engine, options, dpi, max_batch, max_wait_ms, worke
         inputs=tuple(inputs), output=output, engine=engine, engine_options=options, dpi=dpi, max_batch=max_batch,
         max_wait_ms=max_wait_ms, workers=workers or default_workers(),
         pages=PageSelection.parse(pages) if pages else None, force=force, null_separated=null,
+        devices=devices, text_layer=text_layer,
     )
-    with progress_reporter(enabled=not quiet) as on_progress:
-        summary = run(config, stdin=sys.stdin if "-" in inputs else None, on_progress=on_progress)
+    reporter = _reporter(quiet, progress, log_every, metrics_file, engine, output)
+    with reporter:
+        summary = run(config, stdin=sys.stdin if "-" in inputs else None, watch=reporter.watch)
+        reporter.finish(summary)
     for source, key in summary.renamed:
         log.warning("%s: another input maps to the same output name; written as %s", source, key)
     if not quiet:
@@ -120,6 +136,23 @@ def _convert(inputs, output, engine, options, dpi, max_batch, max_wait_ms, worke
     if as_json:
         sys.stdout.write(json.dumps(summary.as_dict(), indent=2) + "\n")
     return summary.exit_code
+
+
+def _reporter(quiet, progress, log_every, metrics_file, engine, output):
+    from .metrics import MetricsFile
+    from .ui import Reporter
+
+    metrics = MetricsFile(metrics_file) if metrics_file is not None else None
+    return Reporter(mode=Reporter.choose_mode(quiet=quiet, progress=progress), log_every=log_every,
+                    metrics=metrics, about={"engine": engine, "output": str(output)})
+
+
+@app.command()
+def doctor(as_json: bool = typer.Option(False, "--json", help="Print the findings as one JSON object.")) -> None:
+    """Check the install: Python, torch and CUDA, GPUs, flash-attn, engines, cached models, onnxruntime."""
+    from .doctor import main as doctor_main
+
+    raise typer.Exit(doctor_main(as_json=as_json))
 
 
 def main() -> None:

@@ -60,7 +60,7 @@ class RunConfig:
     output: Path
     engine: str = "rapidocr"
     engine_options: EngineOptions = field(default_factory=EngineOptions)
-    devices: tuple[str, ...] = ("cpu",)
+    devices: str = "auto"  # resolved when the run starts (gpu/device.py)
     dpi: int = 150
     max_batch: int = 8
     max_wait_ms: int = 200
@@ -68,6 +68,7 @@ class RunConfig:
     pages: PageSelection | None = None
     force: bool = False
     null_separated: bool = False  # `-` reads NUL-separated paths (find -print0)
+    text_layer: str = "auto"  # PDF text layer: auto (use it when usable), off (always OCR), only (never OCR)
 
     def __post_init__(self) -> None:
         if not self.inputs:
@@ -80,8 +81,8 @@ class RunConfig:
             raise UsageError("--max-wait-ms cannot be negative")
         if self.workers < 1:
             raise UsageError("--workers must be at least 1")
-        if not self.devices:
-            raise UsageError("no devices to run on")
+        if self.text_layer not in ("auto", "off", "only"):
+            raise UsageError(f"--text-layer {self.text_layer}: choose auto, off or only")
 
     @property
     def max_wait_s(self) -> float:

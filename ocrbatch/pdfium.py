@@ -4,6 +4,7 @@ call into it holds one process-wide lock; callers do their Pillow/numpy work out
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -53,9 +54,58 @@ class PdfHandle:
                 raise DecodeError(f"cannot render: {_why(exc)}") from exc
         return image
 
+    def text_chars(self, index: int) -> "PageText":
+        """Page `index`'s text layer: every character with its loose box (the font's bounds, so line
+        heights do not depend on the letters), in PDF points."""
+        import pypdfium2
+        import pypdfium2.raw as raw
+
+        with LOCK:
+            try:
+                page = self._doc[index]
+                try:
+                    width, height = page.get_size()
+                    rotation = page.get_rotation()
+                    textpage = page.get_textpage()
+                    try:
+                        n = textpage.count_chars()
+                        text = textpage.get_text_range() if n else ""
+                        handle, box = textpage.raw, raw.FS_RECTF()
+                        unicode, loose = raw.FPDFText_GetUnicode, raw.FPDFText_GetLooseCharBox
+                        same = len(text) == n  # then text[i] is char i: one call per char saved
+                        chars = []
+                        for i in range(n):
+                            code = ord(text[i]) if same else unicode(handle, i)
+                            if loose(handle, i, box):
+                                chars.append((code, box.left, box.bottom, box.right, box.top))
+                            else:
+                                chars.append((code, 0.0, 0.0, 0.0, 0.0))
+                    finally:
+                        textpage.close()
+                    image_area = 0.0
+                    for obj in page.get_objects(filter=[raw.FPDF_PAGEOBJ_IMAGE], max_depth=2):
+                        left, bottom, right, top = obj.get_bounds()
+                        image_area = max(image_area, max(0.0, right - left) * max(0.0, top - bottom))
+                finally:
+                    page.close()
+            except pypdfium2.PdfiumError as exc:
+                raise DecodeError(f"cannot read the text layer: {_why(exc)}") from exc
+        return PageText(chars, width, height, rotation, image_area / max(1.0, width * height))
+
     def close(self) -> None:
         with LOCK:
             self._doc.close()
+
+
+@dataclass(frozen=True)
+class PageText:
+    """A page's text layer as PDFium sees it; boxes are (left, bottom, right, top) in PDF points."""
+
+    chars: list[tuple[int, float, float, float, float]]  # (unicode code point, box), PDFium's order
+    width: float  # as shown (after /Rotate)
+    height: float
+    rotation: int  # degrees clockwise the page is shown turned
+    image_cover: float  # the largest image's share of the page area
 
 
 def page_count(path: Path) -> int:

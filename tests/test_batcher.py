@@ -41,3 +41,11 @@ def test_due_returns_oldest_bucket_first_and_flush_empties_everything():
     b.add(("z", 3), now=6.0)
     assert b.flush() == [("z", [("z", 3)])]
     assert b.flush() == []
+
+
+def test_a_lowered_cap_applies_to_pages_already_waiting():
+    b = Batcher(max_batch=8, max_wait_s=1.0, key=by_size)
+    for i in range(5):
+        b.add(("A4", i), now=0.0)
+    b.max_batch = 2  # e.g. after an out-of-memory error
+    assert [len(items) for _, items in b.due(now=1.0)] == [2, 2, 1]

@@ -161,3 +161,19 @@ def test_writes_are_atomic_no_temporary_files_left(docs, tmp_path):
     leftovers = [p for p in out.rglob("*") if p.name.startswith(".")]
     assert leftovers == []
     assert os.listdir(out) and (out / "manifest.jsonl").exists()
+
+
+def test_two_cpu_workers_give_the_same_output_as_one(docs, tmp_path):
+    one, two = tmp_path / "one", tmp_path / "two"
+    assert run_cli("convert", str(docs), "-o", str(one), "--engine", "fake", "--devices", "cpu").returncode == 0
+    r = run_cli("convert", str(docs), "-o", str(two), "--engine", "fake", "--devices", "cpu,cpu",
+                "--max-batch", "1", "--json")
+    assert r.returncode == 0, r.stderr
+    files = sorted(p.relative_to(one) for p in one.rglob("*.md"))
+    assert files == sorted(p.relative_to(two) for p in two.rglob("*.md")) and len(files) == 4
+    assert all((one / f).read_bytes() == (two / f).read_bytes() for f in files)
+
+
+def test_a_gpu_that_is_not_there_is_an_engine_load_error(docs, tmp_path):
+    r = run_cli("convert", str(docs), "-o", str(tmp_path / "md"), "--engine", "fake", "--devices", "7")
+    assert r.returncode == 5 and "cuda:7 not available" in r.stderr

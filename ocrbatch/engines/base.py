@@ -16,6 +16,7 @@ from ..records import PageImage, PageOutput
 
 class Engine(abc.ABC):
     name: ClassVar[str]
+    uses_gpu: ClassVar[bool] = False  # `--devices auto` gives it every visible GPU
 
     def __init__(self, options: EngineOptions) -> None:
         self.options = options
@@ -31,6 +32,9 @@ class Engine(abc.ABC):
 
     def close(self) -> None:
         """Release what `load` took."""
+
+    def after_out_of_memory(self) -> None:
+        """Called after an out-of-memory error, before the batch is retried in halves (free caches)."""
 
     def identity(self) -> str:
         """What must match for a rerun to reuse an earlier page (engine, model, prompt...)."""

@@ -1,18 +1,49 @@
-"""The embedded engine: PP-OCR through the `rapidocr` package, whose wheel ships its ONNX models.
+"""The embedded engine: PP-OCR (the ONNX models in the rapidocr wheel) on the CPU, with no download.
 
-It finds text lines with boxes; the layout step turns them into Markdown. Runs on a fresh CPU machine
-with no download.
+Per batch of pages:
+
+    detect each page ──▶ crops ──▶ pooled across pages, sorted by width ──▶ recognise in buckets
+         (in parallel with recognition of pages already detected)                │
+    layout ◀── upside-down pages turned (orientation classifier, only when scores are low) ◀──┘
+
+A small pool of threads (one per core, each onnxruntime session single-threaded) runs detection and
+recognition tasks side by side, so the next page is detected while this one's lines are read.
+Recognition batches hold lines of similar width from several pages, so a batch pads little.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+import re
+import unicodedata
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from typing import Any, Hashable, Sequence
 
 from ..errors import EngineLoadError
 from ..layout import lines_to_markdown
-from ..records import PageImage, PageOutput, TextLine
+from ..layout.skew import lines_from_quads
+from ..records import PageImage, PageOutput
 from .base import Engine
+
+DET_MODEL = "PP-OCRv6_det_small.onnx"
+REC_MODEL = "PP-OCRv6_rec_small.onnx"
+CLS_MODEL = "ch_ppocr_mobile_v2.0_cls_mobile.onnx"
+
+MIN_SCORE = 0.5  # lines the recognizer is less sure of are dropped
+REC_BATCH = 6  # most lines per recognition call
+REC_SPREAD = 1.3  # widest / narrowest line in one call
+POOL_FLUSH = 24  # recognise pooled lines once this many wait
+LOW_CONFIDENCE = 0.8  # a page whose median line score is lower gets the orientation check
+
+
+@dataclass
+class _Page:
+    image: Any  # BGR numpy array
+    quads: Any = None  # (N, 4, 2)
+    crops: list = field(default_factory=list)
+    texts: list = field(default_factory=list)
+    scores: list = field(default_factory=list)
 
 
 class RapidOcrEngine(Engine):
@@ -20,48 +51,154 @@ class RapidOcrEngine(Engine):
 
     def load(self, device: str) -> None:
         try:
-            import numpy  # noqa: F401
-            from rapidocr import RapidOCR
+            from . import ppocr
         except ImportError as exc:
-            raise EngineLoadError(f"the rapidocr engine needs the rapidocr and onnxruntime packages: {exc}") from exc
-        threads = self.options.threads or max(1, min(os.cpu_count() or 1, 4))
-        params: dict[str, Any] = {
-            "Global.log_level": "critical",
-            "Global.use_cls": False,
-            "Rec.rec_batch_num": 6,
-            "EngineConfig.onnxruntime.intra_op_num_threads": threads,
-            "EngineConfig.onnxruntime.inter_op_num_threads": 1,
-        }
+            raise EngineLoadError(f"the rapidocr engine needs rapidocr, onnxruntime and opencv: {exc}") from exc
+        models = ppocr.model_dir()
+        for name in (DET_MODEL, REC_MODEL):
+            if not (models / name).is_file():
+                raise EngineLoadError(f"model {name} not found in {models}; reinstall rapidocr")
         try:
-            self._ocr = RapidOCR(params=params)
-        except Exception as exc:  # rapidocr raises plain exceptions for missing models
-            raise EngineLoadError(f"cannot start rapidocr: {exc}") from exc
+            self._det = ppocr.session(models / DET_MODEL)
+            self._rec = ppocr.Recognizer(ppocr.session(models / REC_MODEL))
+        except Exception as exc:  # onnxruntime raises its own types for unreadable models
+            raise EngineLoadError(f"cannot load the PP-OCR models: {exc}") from exc
+        self._cls = None
+        self._cls_path = models / CLS_MODEL
+        self._ppocr = ppocr
+        self._params = ppocr.DetParams()
+        self.workers = self.options.threads or max(1, min(os.cpu_count() or 1, 4))
+        self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="rapidocr")
         self.device = device
 
-    def infer(self, pages: Sequence[PageImage]) -> list[PageOutput | Exception]:
-        import numpy as np
+    def close(self) -> None:
+        pool = getattr(self, "_pool", None)
+        if pool is not None:
+            pool.shutdown(wait=True)
+            self._pool = None
 
-        outs: list[PageOutput | Exception] = []
-        for page in pages:
-            # BGR numpy, never a path string (rapidocr downloads strings that look like URLs).
-            bgr = np.ascontiguousarray(np.asarray(page.image.convert("RGB"))[:, :, ::-1])
-            result = self._ocr(bgr)
-            lines = _lines(result)
-            w, h = page.size
-            outs.append(PageOutput(markdown=lines_to_markdown(lines, w, h), info={"lines": len(lines)}))
-        return outs
+    def bucket_key(self, page: PageImage) -> Hashable:
+        return "page"  # pages are detected one by one; lines, not pages, are batched by width
 
     def describe(self) -> dict[str, Any]:
-        return {"engine": self.name, "models": "PP-OCRv6 small (ONNX, CPU)"}
+        return {"engine": self.name, "models": "PP-OCRv6 small (ONNX, CPU)",
+                "threads": getattr(self, "workers", None)}
+
+    # -- one batch -----------------------------------------------------------------------------
+    def infer(self, pages: Sequence[PageImage]) -> list[PageOutput | Exception]:
+        states: list[_Page | Exception] = [_Page(_bgr(p.image)) for p in pages]
+        dets = {self._pool.submit(self._detect, s): i for i, s in enumerate(states)}
+        recs: list[Future] = []
+        pending: list[tuple[int, int]] = []  # (page, line) waiting for recognition
+        for n, fut in enumerate(as_completed(dets), 1):
+            i = dets[fut]
+            try:
+                fut.result()
+            except Exception as exc:  # noqa: BLE001 - this page fails, its neighbours go on
+                states[i] = exc
+                continue
+            page = states[i]
+            pending += [(i, j) for j in range(len(page.crops))]
+            if len(pending) >= POOL_FLUSH or n == len(dets):
+                recs += self._submit_recognition(states, pending)
+                pending = []
+        for fut in recs:
+            fut.result()
+        return [s if isinstance(s, Exception) else self._finish(s, p) for s, p in zip(states, pages)]
+
+    def _detect(self, page: _Page) -> None:
+        page.quads, _ = self._ppocr.detect(self._det, page.image, self._params)
+        page.crops = [self._ppocr.crop_line(page.image, q) for q in page.quads]
+        page.texts = [""] * len(page.crops)
+        page.scores = [0.0] * len(page.crops)
+
+    def _submit_recognition(self, states, pending: list[tuple[int, int]]) -> list[Future]:
+        """Sort the waiting lines by width and recognise them in buckets of similar width."""
+        pending = sorted(pending, key=lambda ij: states[ij[0]].crops[ij[1]].shape[1])
+        chunks: list[list[tuple[int, int]]] = []
+        for ij in pending:
+            w = states[ij[0]].crops[ij[1]].shape[1]
+            if chunks and len(chunks[-1]) < REC_BATCH and \
+                    w <= REC_SPREAD * states[chunks[-1][0][0]].crops[chunks[-1][0][1]].shape[1]:
+                chunks[-1].append(ij)
+            else:
+                chunks.append([ij])
+        return [self._pool.submit(self._recognize, states, chunk) for chunk in chunks]
+
+    def _recognize(self, states, chunk: list[tuple[int, int]]) -> None:
+        results = self._rec([states[i].crops[j] for i, j in chunk])
+        for (i, j), (text, score) in zip(chunk, results):
+            states[i].texts[j], states[i].scores[j] = text, score
+
+    # -- one page ------------------------------------------------------------------------------
+    def _finish(self, page: _Page, src: PageImage) -> PageOutput:
+        h, w = page.image.shape[:2]
+        turned = self._fix_orientation(page)
+        quads = page.quads
+        if turned:  # the page is upside down: turn the boxes so the layout reads it upright
+            quads = quads.copy()
+            quads[:, :, 0] = w - 1 - quads[:, :, 0]
+            quads[:, :, 1] = h - 1 - quads[:, :, 1]
+            quads = quads[:, [2, 3, 0, 1]]
+        keep = [k for k, (t, s) in enumerate(zip(page.texts, page.scores)) if s >= MIN_SCORE and t.strip()]
+        texts = clean_texts([page.texts[k] for k in keep])
+        kept = [(quads[k], t, page.scores[k]) for k, t in zip(keep, texts) if t]
+        lines = lines_from_quads([q for q, _, _ in kept], [t for _, t, _ in kept], [s for _, _, s in kept],
+                                 w, h)
+        info = {"path": "ocr", "lines": len(lines)}
+        if turned:
+            info["rotated"] = 180
+        return PageOutput(markdown=lines_to_markdown(lines, w, h), info=info)
+
+    def _fix_orientation(self, page: _Page) -> bool:
+        """Read upside-down lines the right way up; True when most of the page was upside down."""
+        scores = sorted(page.scores)
+        if len(scores) < 3 or scores[len(scores) // 2] >= LOW_CONFIDENCE or not self._cls_path.is_file():
+            return False
+        if self._cls is None:
+            self._cls = self._ppocr.OrientationClassifier(self._ppocr.session(self._cls_path))
+        flipped = [k for k, up in enumerate(self._cls.upside_down(page.crops)) if up]
+        if not flipped:
+            return False
+        again = self._rec([page.crops[k][::-1, ::-1] for k in flipped])
+        better = 0
+        for k, (text, score) in zip(flipped, again):
+            if score > page.scores[k]:
+                page.texts[k], page.scores[k] = text, score
+                better += 1
+        return better > len(page.crops) / 2
 
 
-def _lines(result: Any) -> list[TextLine]:
-    boxes = getattr(result, "boxes", None)
-    if boxes is None:
-        return []
-    lines = []
-    for quad, text, score in zip(boxes, result.txts, result.scores):
-        xs = [float(p[0]) for p in quad]
-        ys = [float(p[1]) for p in quad]
-        lines.append(TextLine(str(text), (min(xs), min(ys), max(xs), max(ys)), float(score)))
-    return lines
+def _bgr(image: Any):
+    import numpy as np
+
+    rgb = np.asarray(image.convert("RGB") if image.mode != "RGB" else image)
+    return np.ascontiguousarray(rgb[:, :, ::-1])
+
+
+# -- text clean-up -------------------------------------------------------------------------------
+
+_WESTERN = str.maketrans({"〈": "⟨", "〉": "⟩", "（": "(", "）": ")", "，": ",", "：": ":", "；": ";",
+                          "！": "!", "？": "?", "【": "[", "】": "]", "《": "«", "》": "»", "、": ","})
+
+
+def _is_cjk(ch: str) -> bool:
+    return "\u2e80" <= ch <= "\u9fff" or "\uac00" <= ch <= "\ud7af" or "\uf900" <= ch <= "\ufaff"
+
+
+def clean_texts(texts: list[str]) -> list[str]:
+    """On a page in a Latin script, the Chinese-trained recognizer's stray CJK output is noise.
+
+    When CJK characters are rare on the page, lines made mostly of them (read from a logo or a
+    barcode) are dropped and CJK punctuation is mapped to its Western form.
+    """
+    letters = [ch for t in texts for ch in t if ch.isalpha()]
+    cjk = sum(1 for ch in letters if _is_cjk(ch))
+    if not letters or cjk > 0.2 * len(letters):
+        return texts
+    out = []
+    for t in texts:
+        t = unicodedata.normalize("NFC", t.translate(_WESTERN))
+        n = sum(1 for ch in t if _is_cjk(ch))
+        out.append("" if n > 0.3 * max(1, len(t.strip())) else re.sub(r"\s+", " ", t).strip())
+    return out

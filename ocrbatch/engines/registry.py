@@ -32,9 +32,9 @@ def unregister(name: str) -> None:
     _EXTRA.pop(name, None)
 
 
-def create(name: str, options: EngineOptions) -> Engine:
+def engine_class(name: str) -> Callable[[EngineOptions], Engine]:
     if name in _EXTRA:
-        return _EXTRA[name](options)
+        return _EXTRA[name]
     if name not in _BUILTIN:
         raise UsageError(f"unknown engine {name!r}; choose one of: {', '.join(names())}")
     module_name, _, cls_name = _BUILTIN[name].partition(":")
@@ -42,4 +42,8 @@ def create(name: str, options: EngineOptions) -> Engine:
         module = importlib.import_module(module_name)
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise EngineLoadError(f"engine {name!r} needs a package that is not installed: {exc}") from exc
-    return getattr(module, cls_name)(options)
+    return getattr(module, cls_name)
+
+
+def create(name: str, options: EngineOptions) -> Engine:
+    return engine_class(name)(options)

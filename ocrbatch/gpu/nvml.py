@@ -125,6 +125,7 @@ class ResourceSampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._nvml: Nvml | None = None
+        self._nvml_tried = False
         self._gpu_note: str | None = None
         self._gpu_agg: dict[int, list[float]] = {}  # index -> [util sum, util samples, mem peak]
         self._rss_peak: int | None = None
@@ -134,9 +135,6 @@ class ResourceSampler:
         self._sample_lock = threading.Lock()
 
     def start(self) -> None:
-        self._started = time.monotonic()
-        self._meter = ProcessMeter()
-        self._cpu0 = os.times()
         self._thread = threading.Thread(target=self._loop, name="resource-sampler", daemon=True)
         self._thread.start()
 
@@ -154,16 +152,19 @@ class ResourceSampler:
         return self._latest
 
     def _loop(self) -> None:
-        try:
-            self._nvml = Nvml()
-        except NvmlUnavailable as exc:
-            self._gpu_note = str(exc)
         while not self._stop.is_set():
             self.sample()
             self._stop.wait(self.interval)
 
     def sample(self) -> None:
+        """Take one reading now (the thread calls this every `interval` seconds)."""
         with self._sample_lock:
+            if not self._nvml_tried:
+                self._nvml_tried = True
+                try:
+                    self._nvml = Nvml()
+                except NvmlUnavailable as exc:
+                    self._gpu_note = str(exc)
             gpus = self._read_gpus()
             cpu_pct, rss = self._meter.read()
             if rss is not None:

@@ -1,23 +1,57 @@
-"""A first, simple layout: top-to-bottom lines grouped into paragraphs. (Replaced by the full layout.)"""
+"""Text lines with boxes → Markdown: reading order, rows, blocks, then rendering."""
 
 from __future__ import annotations
 
-from statistics import median
 from typing import Sequence
 
 from ..records import TextLine
+from .blocks import Block, build_blocks
+from .geometry import Row, body_height, group_rows
+from .order import reading_order
 
 
 def lines_to_markdown(lines: Sequence[TextLine], width: int, height: int) -> str:
+    """Markdown for one page from its recognised lines (boxes in page pixels)."""
+    lines = [l for l in lines if l.text.strip()]
     if not lines:
         return ""
-    ordered = sorted(lines, key=lambda l: (round(l.box[1] / max(1.0, l.height / 2)), l.box[0]))
-    h = median(l.height for l in ordered)
-    paras: list[list[str]] = [[]]
-    prev = None
-    for line in ordered:
-        if prev is not None and line.box[1] - prev.box[3] > 0.8 * h:
-            paras.append([])
-        paras[-1].append(line.text)
-        prev = line
-    return "\n\n".join(" ".join(p) for p in paras if p) + "\n"
+    h = body_height(lines)
+    rows: list[Row] = []
+    for n, region in enumerate(reading_order(lines, height)):
+        for row in group_rows(region.lines):
+            row.region, row.column = n, region.column
+            rows.append(row)
+    return render(build_blocks(rows, h))
+
+
+def render(blocks: Sequence[Block]) -> str:
+    parts: list[str] = []
+    for block in blocks:
+        if block.kind == "heading":
+            parts.append("#" * block.level + " " + block.lines[0])
+        elif block.kind == "item":
+            text = f"{block.marker} {block.lines[0]}"
+            if parts and parts[-1].startswith(("- ",)) is False and _is_item(parts[-1]):
+                parts[-1] += "\n" + text  # consecutive items form one tight list
+            elif parts and _is_item(parts[-1]):
+                parts[-1] += "\n" + text
+            else:
+                parts.append(text)
+        elif block.kind == "table" and block.table is not None:
+            parts.append(_pipe_table(block.table.rows))
+        else:
+            parts.append("  \n".join(block.lines))
+    return "\n\n".join(parts) + "\n" if parts else ""
+
+
+def _is_item(part: str) -> bool:
+    return part.startswith("- ") or (part[:1].isalnum() and ". " in part[:6]) or part[:1] == "("
+
+
+def _pipe_table(rows: list[list[str]]) -> str:
+    def line(cells: list[str]) -> str:
+        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+    out = [line(rows[0]), "|" + "|".join("---" for _ in rows[0]) + "|"]
+    out += [line(r) for r in rows[1:]]
+    return "\n".join(out)

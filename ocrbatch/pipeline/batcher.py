@@ -1,5 +1,6 @@
 """Dynamic batching policy: pure Python, no engine code, no threads, a clock passed in.
 
+`max_batch` may change between calls (the adaptive batch size lowers it after an out-of-memory error).
 Pages wait in buckets (the engine says which pages pad well together, e.g. same size and aspect).
 A bucket becomes a batch when it holds `max_batch` pages, or when its oldest page has waited
 `max_wait_s`. `flush()` empties every bucket when no more pages will come.
@@ -37,15 +38,20 @@ class Batcher(Generic[T]):
         bucket.items.append(item)
         if len(bucket.items) >= self.max_batch:
             del self._buckets[k]
-            return [(k, bucket.items)]
+            return self._chunks(k, bucket.items)
         return []
+
+    def _chunks(self, k: Hashable, items: list[T]) -> list[tuple[Hashable, list[T]]]:
+        """`max_batch` may have dropped while pages waited (an out-of-memory error): keep to it."""
+        n = max(1, self.max_batch)
+        return [(k, items[i:i + n]) for i in range(0, len(items), n)]
 
     def due(self, now: float) -> list[tuple[Hashable, list[T]]]:
         """Batches whose oldest page has waited its window, oldest first."""
         ready = [(b.oldest, k) for k, b in self._buckets.items() if now - b.oldest >= self.max_wait_s]
         out = []
         for _, k in sorted(ready, key=lambda t: t[0]):
-            out.append((k, self._buckets.pop(k).items))
+            out += self._chunks(k, self._buckets.pop(k).items)
         return out
 
     def next_deadline(self) -> float | None:
@@ -55,7 +61,9 @@ class Batcher(Generic[T]):
         return min(b.oldest for b in self._buckets.values()) + self.max_wait_s
 
     def flush(self) -> list[tuple[Hashable, list[T]]]:
-        out = [(k, b.items) for k, b in sorted(self._buckets.items(), key=lambda kv: kv[1].oldest)]
+        out = []
+        for k, b in sorted(self._buckets.items(), key=lambda kv: kv[1].oldest):
+            out += self._chunks(k, b.items)
         self._buckets.clear()
         return out
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .. import pdfium
 from ..errors import DecodeError
-from ..records import Kind, PageImage, PageRef
+from ..records import Kind, PageImage, PageRef, PageResult, Status
 
 
 class PdfCache:
@@ -22,24 +22,58 @@ class PdfCache:
         self.size = max(1, size)
         self._open: collections.OrderedDict[Path, pdfium.PdfHandle] = collections.OrderedDict()
 
+    def _handle(self, path: Path) -> pdfium.PdfHandle:
+        # Called under the lock: no other thread can close the handle meanwhile.
+        handle = self._open.get(path)
+        if handle is None:
+            handle = pdfium.PdfHandle(path)
+            self._open[path] = handle
+            while len(self._open) > self.size:
+                _, old = self._open.popitem(last=False)
+                old.close()
+        else:
+            self._open.move_to_end(path)
+        return handle
+
     def render(self, path: Path, index: int, dpi: int):
-        with pdfium.LOCK:  # one critical section: no other thread can close the handle meanwhile
-            handle = self._open.get(path)
-            if handle is None:
-                handle = pdfium.PdfHandle(path)
-                self._open[path] = handle
-                while len(self._open) > self.size:
-                    _, old = self._open.popitem(last=False)
-                    old.close()
-            else:
-                self._open.move_to_end(path)
-            return handle.render(index, dpi)
+        with pdfium.LOCK:
+            return self._handle(path).render(index, dpi)
+
+    def text(self, path: Path, index: int) -> pdfium.PageText:
+        with pdfium.LOCK:
+            return self._handle(path).text_chars(index)
 
     def close(self) -> None:
         with pdfium.LOCK:
             for handle in self._open.values():
                 handle.close()
             self._open.clear()
+
+
+def text_layer_page(ref: PageRef, dpi: int, pdfs: PdfCache, mode: str) -> PageResult | None:
+    """The page's Markdown from its PDF text layer (`--text-layer auto|only`), as a finished result;
+    None when the page should be read by the engine instead. With `only`, a page without a usable
+    layer is a failed result rather than None."""
+    from .. import textlayer
+
+    if mode == "off":
+        return None
+    t0 = time.perf_counter()
+    reason = "not a PDF, so no text layer"
+    if ref.source.kind is Kind.PDF:
+        try:
+            text = pdfs.text(ref.source.path, ref.page - 1)
+            page = textlayer.page_markdown(text, dpi)
+            if page is not None:
+                return PageResult(ref=ref, status=Status.OK, markdown=page.markdown,
+                                  timings={"decode_s": time.perf_counter() - t0},
+                                  info={"path": "text-layer", "lines": page.lines})
+            reason = textlayer.unusable(text) or "the text layer has no lines"
+        except DecodeError as exc:
+            reason = str(exc)
+    if mode == "only":
+        return PageResult(ref=ref, status=Status.FAILED, error=f"{reason} (--text-layer only)")
+    return None
 
 
 def decode_page(ref: PageRef, dpi: int, pdfs: PdfCache) -> PageImage:

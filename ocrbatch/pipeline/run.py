@@ -18,12 +18,15 @@ from ..config import RunConfig
 from ..engines import registry
 from ..engines.base import Engine
 from ..errors import ExitCode, NoInputsError, OcrbatchError
+from ..gpu.nvml import ResourceSampler
 from ..manifest import Manifest
 from ..records import Batch, PageImage, PageResult, Status
 from .batcher import Batcher
-from .decode import PdfCache, decode_page
+from .decode import PdfCache, decode_page, text_layer_page
 from .discover import Discovery, discover
-from .infer import infer_worker
+from ..gpu.adaptive import BatchSizeController
+from ..gpu.device import resolve_devices
+from .infer import InferWorker
 from .queue import ClosableQueue, Closed
 from .stats import Snapshot, Stats, summary_dict
 from .write import Writer
@@ -67,16 +70,20 @@ class Summary:
 class _Run:
     """The threads of one run and the queues between them."""
 
-    def __init__(self, config: RunConfig, engines: list[Engine], stdin: IO[str] | None) -> None:
+    def __init__(self, config: RunConfig, engines: list[Engine], devices: tuple[str, ...],
+                 stdin: IO[str] | None) -> None:
         self.config = config
         self.engines = engines
+        self.devices = devices
         self.stdin = stdin
         self.out = config.output
         self.manifest = Manifest(self.out, engines[0].identity())
         self.writer = Writer(self.out, self.manifest, engines[0].identity())
         self.found = Discovery()
-        self.stats = Stats()
+        self.controller = BatchSizeController(config.max_batch)
         n_dec, n_dev = config.workers, len(engines)
+        self.stats = Stats(workers={"decode": n_dec, "infer": n_dev})
+        self.sampler = ResourceSampler()
         self.refs: ClosableQueue = ClosableQueue(max(64, 4 * n_dec), 1, "decode")
         self.images: ClosableQueue[PageImage] = ClosableQueue(2 * config.max_batch + n_dec, n_dec, "batch")
         self.batches: ClosableQueue[Batch] = ClosableQueue(2 * n_dev, 1, "infer")
@@ -106,6 +113,11 @@ class _Run:
                 except Closed:
                     return
                 t0 = time.perf_counter()
+                done = text_layer_page(ref, self.config.dpi, pdfs, self.config.text_layer)
+                if done is not None:  # read from the PDF's text layer: no rendering, no engine
+                    self.stats.add_busy("decode", time.perf_counter() - t0)
+                    self.results.put(done)
+                    continue
                 try:
                     page = decode_page(ref, self.config.dpi, pdfs)
                 except OcrbatchError as exc:
@@ -138,6 +150,7 @@ class _Run:
                 except Closed:
                     send(batcher.flush())
                     return
+                batcher.max_batch = self.controller.cap  # lowered after an out-of-memory error
                 if page is not None:
                     send(batcher.add(page, time.monotonic()))
                 send(batcher.due(time.monotonic()))
@@ -154,12 +167,15 @@ class _Run:
             except Closed:
                 return None
             if not loaded:  # load on the first batch: a rerun with nothing to do never loads a model
+                self.stats.begin("infer")  # loading shows as busy
                 engine.load(device)
                 loaded = True
+            self.stats.begin("infer")  # busy until infer_worker reports the batch's time
             return batch
 
         try:
-            infer_worker(engine, take, self.results.put, lambda s: self.stats.add_busy("infer", s))
+            worker = InferWorker(engine, self.results.put, self.controller)
+            worker.run(take, lambda s: self.stats.add_busy("infer", s))
         finally:
             if loaded:
                 engine.close()
@@ -189,16 +205,22 @@ class _Run:
             done={s.value: n for s, n in self.writer.counts.items()},
             queue_depth={"decode": len(self.refs), "batch": len(self.images),
                          "infer": len(self.batches), "write": len(self.results)},
+            queue_max={"decode": self.refs.maxsize, "batch": self.images.maxsize,
+                       "infer": self.batches.maxsize, "write": self.results.maxsize},
             last_error=self.writer.last_error,
+            resources=self.sampler.latest(),
         )
 
-    def execute(self, on_progress: Callable[[Snapshot], None] | None) -> Summary:
+    def execute(self, watch: Callable[[Callable[[], Snapshot]], None] | None) -> Summary:
         threads = [threading.Thread(target=self._guard(self.discover_stage), name="discover", daemon=True)]
         threads += [threading.Thread(target=self._guard(self.decode_stage), name=f"decode-{i}", daemon=True)
                     for i in range(self.config.workers)]
         threads.append(threading.Thread(target=self._guard(self.batch_stage), name="batch", daemon=True))
         threads += [threading.Thread(target=self._guard(self.infer_stage, e, d), name=f"infer-{d}", daemon=True)
-                    for e, d in zip(self.engines, self.config.devices)]
+                    for e, d in zip(self.engines, self.devices)]
+        self.sampler.start()
+        if watch is not None:
+            watch(self.snapshot)
         for t in threads:
             t.start()
         try:
@@ -213,8 +235,6 @@ class _Run:
                     self.stats.add_busy("write", time.perf_counter() - t0)
                     if result.status is Status.FAILED and len(self.failures) < 100:
                         self.failures.append(self.writer.last_error or "")
-                if on_progress is not None:
-                    on_progress(self.snapshot())
         except BaseException:
             self.abort()
             raise
@@ -222,6 +242,7 @@ class _Run:
             for t in threads:
                 t.join(timeout=5 if self.crash or not self.results.closed else None)
             self.manifest.close()
+            self.sampler.stop()
         if self.crash is not None:
             raise self.crash
         return self._summary()
@@ -231,7 +252,6 @@ class _Run:
         if not self.found.sources and not self.writer.counts[Status.FAILED]:
             where = ", ".join(self.config.inputs)
             raise NoInputsError(f"no PDF or image files found in {where}")
-        workers = {"decode": self.config.workers, "infer": len(self.engines)}
         return Summary(
             counts={s.value: n for s, n in self.writer.counts.items()},
             pages_total=self.found.pages + self.writer.file_failures,
@@ -239,15 +259,21 @@ class _Run:
             missing_inputs=list(self.found.missing_inputs),
             renamed=list(self.found.renamed),
             engine=self.engines[0].describe(),
-            figures=summary_dict(snap, workers),
+            figures=summary_dict(snap),
             output=str(self.out),
             failures=self.failures,
         )
 
 
 def run(config: RunConfig, *, stdin: IO[str] | None = None,
-        on_progress: Callable[[Snapshot], None] | None = None) -> Summary:
-    """Convert everything `config` names; returns the summary. Raises OcrbatchError subclasses."""
-    engines = [registry.create(config.engine, config.engine_options) for _ in config.devices]
-    return _Run(config, engines, stdin).execute(on_progress)
+        watch: Callable[[Callable[[], Snapshot]], None] | None = None) -> Summary:
+    """Convert everything `config` names; returns the summary. Raises OcrbatchError subclasses.
+
+    `watch`, if given, is called once before the first page moves, with a function that returns a fresh
+    Snapshot; a reader (panel, log lines, metrics) calls it from its own thread whenever it likes.
+    """
+    engine_class = registry.engine_class(config.engine)
+    devices = resolve_devices(config.devices, getattr(engine_class, "uses_gpu", False))
+    engines = [engine_class(config.engine_options) for _ in devices]
+    return _Run(config, engines, devices, stdin).execute(watch)
 

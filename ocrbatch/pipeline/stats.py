@@ -92,14 +92,26 @@ class Stats:
     last_batch: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _history: collections.deque = field(default_factory=collections.deque)  # (t, processed, busy per stage)
+    _inflight: dict[int, tuple[str, float]] = field(default_factory=dict)  # thread -> (stage, since)
 
     def __post_init__(self) -> None:
         self.workers = {s: max(1, self.workers.get(s, 1)) for s in STAGES}
         self._history.append((self.started, 0, (0.0,) * len(STAGES)))
 
     # -- called by the stages: a few instructions under the lock ---------------------------------
+    def begin(self, stage: str) -> None:
+        """The calling thread starts a long unit of work (a batch, a model load): "busy now" counts it while
+        it runs. `add_busy` from the same thread ends it; a second `begin` books the time so far."""
+        now, me = time.monotonic(), threading.get_ident()
+        with self._lock:
+            if me in self._inflight:
+                earlier, since = self._inflight[me]
+                self.busy_s[earlier] += now - since
+            self._inflight[me] = (stage, now)
+
     def add_busy(self, stage: str, seconds: float) -> None:
         with self._lock:
+            self._inflight.pop(threading.get_ident(), None)
             self.busy_s[stage] += seconds
 
     def add_batch(self, size: int) -> None:
@@ -117,6 +129,8 @@ class Stats:
         with self._lock:
             now = time.monotonic()
             busy = dict(self.busy_s)
+            for stage, since in self._inflight.values():
+                busy[stage] += now - since
             batches, batch_pages, last_batch = self.batches, self.batch_pages, self.last_batch
             t0, p0, b0 = self._recent(now, processed, batch_pages / batches if batches else 1.0)
             self._remember(now, processed, busy)

@@ -54,3 +54,21 @@ class NoLoadEngine(Engine):
 
     def infer(self, pages):  # pragma: no cover - never loaded
         raise AssertionError("not reached")
+
+
+class OomAboveEngine(FakeEngine):
+    """Raises an out-of-memory error, like torch's, for any batch larger than `limit` pages."""
+
+    name = "oom-above"
+    limit = 2
+    seen: list[int] = []
+
+    def infer(self, pages: Sequence[PageImage]) -> list[PageOutput | Exception]:
+        type(self).seen.append(len(pages))
+        if len(pages) > self.limit:
+            raise OutOfMemoryError(f"CUDA out of memory. Tried to allocate {len(pages)} GiB")
+        return super().infer(pages)
+
+
+class OutOfMemoryError(RuntimeError):
+    """Named like torch.cuda.OutOfMemoryError, which the worker recognises."""

@@ -1,0 +1,211 @@
+"""Reading order: a recursive XY-cut over the line boxes.
+
+At each node we look for a gutter: a vertical strip that few lines cross, with a text column on each
+side (wide, mostly filled lines, not the narrow cells of a table or the amounts of a receipt). Lines
+that cross the gutter (a title, a wide equation, a full-width figure caption) split the node into
+horizontal sections: each run of bands free of crossing lines is read left column then right column,
+each crossing band in its place. A node without a gutter is cut into horizontal bands at its empty
+horizontal strips. Running heads and page numbers, isolated at the very top or bottom of the page,
+come first and last.
+
+The result is a list of regions in reading order, each tagged with its column (the path of gutter
+splits that led to it), so later steps know when text moves on to another column.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from ..records import TextLine
+from .geometry import body_height, core, gaps
+
+Column = tuple[int, ...]
+
+
+@dataclass
+class Region:
+    lines: list[TextLine]
+    column: Column
+
+
+class _Cutter:
+    def __init__(self, lines: Sequence[TextLine]) -> None:
+        self.h = body_height(lines)
+        x0 = min(l.box[0] for l in lines)
+        x1 = max(l.box[2] for l in lines)
+        self.text_width = max(1.0, x1 - x0)
+        self.min_vgap = 0.5 * self.h
+
+    # -- gutters ------------------------------------------------------------------------
+    def _is_text_column(self, side: list[TextLine]) -> bool:
+        if len(side) < 2:
+            return False
+        width = max(l.box[2] for l in side) - min(l.box[0] for l in side)
+        if width < max(0.2 * self.text_width, 10 * self.h):
+            return False
+        widths = sorted(l.box[2] - l.box[0] for l in side)
+        return widths[(3 * len(widths)) // 4] >= 0.6 * width
+
+    def gutter(self, lines: list[TextLine]):
+        """The best split of `lines` at a gutter: (left, right, strip), or None.
+
+        `strip` runs from the left column's right edge to the right column's left edge; a line
+        covering most of it crosses the gutter.
+        """
+        best, best_key = None, None
+        limit = max(1, int(0.35 * len(lines)))
+        for r0, r1 in _sparse_runs(lines, limit, self.min_vgap):
+            mid = (r0 + r1) / 2
+            left = [l for l in lines if (l.box[0] + l.box[2]) / 2 < mid]
+            right = [l for l in lines if (l.box[0] + l.box[2]) / 2 >= mid]
+            if len(left) < 2 or len(right) < 2:
+                continue
+            inner_left = [l.box[2] for l in left if l.box[2] <= r1]
+            inner_right = [l.box[0] for l in right if l.box[0] >= r0]
+            if not inner_left or not inner_right:
+                continue
+            a, b = _quantile(inner_left, 0.9), _quantile(inner_right, 0.1)
+            if b - a < 0.5 * self.min_vgap:
+                continue
+            strip = (a, b)
+            crossing = [l for l in lines if _covers(l, strip) >= 0.6]
+            left = [l for l in left if _covers(l, strip) < 0.6]
+            right = [l for l in right if _covers(l, strip) < 0.6]
+            if len(crossing) > 0.5 * (len(left) + len(right)):
+                continue
+            if not (self._is_text_column(left) and self._is_text_column(right)):
+                continue
+            key = (min(len(left), len(right)), b - a)
+            if best_key is None or key > best_key:
+                best, best_key = (left, right, strip), key
+        return best
+
+    # -- bands ----------------------------------------------------------------------------
+    def bands(self, lines: list[TextLine]) -> list[list[TextLine]]:
+        ordered = sorted(lines, key=lambda l: core(l)[0])
+        out: list[list[TextLine]] = []
+        reach = None
+        for line in ordered:
+            c0, c1 = core(line)
+            if reach is None or c0 > reach:
+                out.append([line])
+                reach = c1
+            else:
+                out[-1].append(line)
+                reach = max(reach, c1)
+        return out
+
+    # -- recursion ------------------------------------------------------------------------
+    def cut(self, lines: list[TextLine], column: Column, depth: int = 0) -> list[Region]:
+        if len(lines) <= 1 or depth > 30:
+            return [Region(lines, column)]
+        split = self.gutter(lines)
+        if split is not None:
+            return self._sections(lines, split, column, depth)
+        bands = self.bands(lines)
+        if len(bands) == 1:
+            return [Region(lines, column)]
+        out: list[Region] = []
+        for band in bands:
+            out += self.cut(band, column, depth + 1)
+        return out
+
+    def _sections(self, lines, split, column: Column, depth: int) -> list[Region]:
+        """Bands that bridge the gutter stay in place; runs of bands between them are read by column."""
+        left_ids = {id(l) for l in split[0]}
+        strip = split[2]
+        out: list[Region] = []
+        run: list[TextLine] = []
+
+        def flush() -> None:
+            if run:
+                left = [l for l in run if id(l) in left_ids]
+                right = [l for l in run if id(l) not in left_ids]
+                if left:
+                    out.extend(self.cut(left, column + (0,), depth + 1))
+                if right:
+                    out.extend(self.cut(right, column + (1,), depth + 1))
+                run.clear()
+
+        for band in self.bands(lines):
+            if _union_cover(band, strip) >= 0.6:
+                flush()
+                out.extend(self.cut(band, column, depth + 1))
+            else:
+                run.extend(band)
+        flush()
+        return out
+
+
+def _quantile(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+def _covers(line: TextLine, strip: tuple[float, float]) -> float:
+    a, b = strip
+    return max(0.0, min(b, line.box[2]) - max(a, line.box[0])) / max(1e-6, b - a)
+
+
+def _union_cover(band: list[TextLine], strip: tuple[float, float]) -> float:
+    a, b = strip
+    spans = sorted((max(a, l.box[0]), min(b, l.box[2])) for l in band if l.box[2] > a and l.box[0] < b)
+    total, reach = 0.0, a
+    for s0, s1 in spans:
+        if s1 > reach:
+            total += s1 - max(s0, reach)
+            reach = s1
+    return total / max(1e-6, b - a)
+
+
+def _sparse_runs(lines: list[TextLine], limit: int, min_width: float) -> list[tuple[float, float]]:
+    """Maximal x-intervals, inside the lines' extent, that at most `limit` lines cover."""
+    events = sorted([(l.box[0], 1) for l in lines] + [(l.box[2], -1) for l in lines])
+    runs: list[tuple[float, float]] = []
+    depth, start = 0, None
+    lo, hi = events[0][0], events[-1][0]
+    for x, step in events:
+        before = depth
+        depth += step
+        if before > limit >= depth and start is None:
+            start = x
+        elif before <= limit < depth and start is not None:
+            if x - start >= min_width and lo < start and x < hi:
+                runs.append((start, x))
+            start = None
+    return runs
+
+
+def reading_order(lines: Sequence[TextLine], page_height: float) -> list[Region]:
+    """Regions of `lines` in reading order (see the module docstring)."""
+    lines = [l for l in lines if l.text.strip()]
+    if not lines:
+        return []
+    cutter = _Cutter(lines)
+    bands = cutter.bands(list(lines))
+    head, tail = _margin_bands(bands, cutter.h, page_height)
+    body = [l for band in bands[len(head): len(bands) - len(tail)] for l in band]
+    regions = [Region(b, ("head",)) for b in head]
+    if body:
+        regions += cutter.cut(body, ())
+    regions += [Region(b, ("foot",)) for b in tail]
+    return regions
+
+
+def _margin_bands(bands: list[list[TextLine]], h: float, page_height: float):
+    """A thin band alone at the top (bottom) of the page: a running head (foot, page number)."""
+    if len(bands) < 3:
+        return [], []
+
+    def thin(band: list[TextLine]) -> bool:
+        return max(l.box[3] for l in band) - min(l.box[1] for l in band) <= 2.5 * h
+
+    def gap(upper: list[TextLine], lower: list[TextLine]) -> float:
+        return min(core(l)[0] for l in lower) - max(core(l)[1] for l in upper)
+
+    head = [bands[0]] if (thin(bands[0]) and gap(bands[0], bands[1]) >= 1.5 * h
+                          and max(l.box[3] for l in bands[0]) <= 0.15 * page_height) else []
+    tail = [bands[-1]] if (thin(bands[-1]) and gap(bands[-2], bands[-1]) >= 1.5 * h
+                           and min(l.box[1] for l in bands[-1]) >= 0.85 * page_height) else []
+    return head, tail

@@ -1,0 +1,110 @@
+"""The PDF text-layer fast path: a born-digital page's own characters → TextLines → the same layout.
+
+PDFium gives every character of the page with its box (`pdfium.PdfHandle.text_chars`, read under the
+PDFium lock); here, outside the lock, characters are joined into line segments: a segment ends at a
+line break, where the next character is not on the same baseline, or across a gap wider than about a
+character's height (a column gutter, a table cell). The segments go through `layout.lines_to_markdown`
+like OCR lines do, so both paths give the same kind of Markdown.
+
+A layer is used only when it looks real: enough characters, few unmapped glyphs (private-use or
+replacement code points, which is how a PDF with broken font encodings reads), mostly letters and
+digits, and not a few stray characters over a full-page scan.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from .layout import lines_to_markdown
+from .pdfium import PageText
+from .records import TextLine
+
+MIN_CHARS = 20  # fewer visible characters: an empty layer (or just a stamp on a scan)
+MAX_BAD = 0.1  # share of unmapped glyphs that makes a layer garbage
+MIN_ALNUM = 0.4  # share of letters and digits a real layer has at least
+SCAN_COVER = 0.5  # an image covering this much of the page is a scan ...
+SCAN_MIN_CHARS = 200  # ... unless the layer has this many characters (an OCR layer)
+
+
+
+_BREAKS = {0x0A, 0x0D}
+_SPACES = {0x09, 0x20, 0xA0}
+
+
+@dataclass(frozen=True)
+class TextLayerPage:
+    markdown: str
+    lines: int
+    chars: int
+
+
+def unusable(text: PageText) -> str | None:
+    """Why this layer cannot stand in for OCR, or None when it can."""
+    visible = [c[0] for c in text.chars if c[0] > 0x20 and c[0] not in _SPACES]
+    if len(visible) < MIN_CHARS:
+        return "the page has no text layer" if not visible else "the text layer is nearly empty"
+    bad = sum(1 for c in visible if c == 0xFFFD or 0xE000 <= c <= 0xF8FF or c in (0xFFFE, 0xFFFF))
+    if bad > MAX_BAD * len(visible):
+        return "the text layer is garbage (unmapped glyphs)"
+    if sum(1 for c in visible if chr(c).isalnum()) < MIN_ALNUM * len(visible):
+        return "the text layer is garbage (few letters or digits)"
+    boxed = sum(1 for c in text.chars if c[3] > c[1] and c[4] > c[2])
+    if boxed < 0.5 * len(visible):
+        return "the text layer has no usable character positions"
+    if text.image_cover >= SCAN_COVER and len(visible) < SCAN_MIN_CHARS:
+        return "the page is a scanned image with a few characters of text"
+    return None
+
+
+def text_lines(text: PageText, dpi: float) -> list[TextLine]:
+    """Line segments of the layer, boxes in pixels of the page rendered at `dpi` (y down)."""
+    scale = dpi / 72.0
+    page_h = text.width if text.rotation in (90, 270) else text.height
+    lines: list[TextLine] = []
+    chars: list[str] = []
+    boxes: list[tuple[float, float, float, float]] = []
+
+    def close() -> None:
+        body = re.sub(r"\s+", " ", "".join(chars)).strip()
+        if body and boxes:
+            lines.append(TextLine(body, (min(b[0] for b in boxes), min(b[1] for b in boxes),
+                                         max(b[2] for b in boxes), max(b[3] for b in boxes))))
+        chars.clear()
+        boxes.clear()
+
+    for code, left, bottom, right, top in text.chars:
+        if code in _BREAKS:
+            close()
+            continue
+        if code in _SPACES or code == 0 or right <= left or top <= bottom:
+            if chars and code != 0:
+                chars.append(" ")
+            continue
+        box = (left * scale, (page_h - top) * scale, right * scale, (page_h - bottom) * scale)
+        if boxes and not _same_segment(boxes[-1], box):
+            close()
+        chars.append("-" if code == 0x02 else chr(code))  # 0x02: PDFium's end-of-line hyphen
+        boxes.append(box)
+    close()
+    return lines
+
+
+def _same_segment(prev, box) -> bool:
+    h = min(prev[3] - prev[1], box[3] - box[1])
+    if min(prev[3], box[3]) - max(prev[1], box[1]) < 0.5 * h:
+        return False  # not on the same line
+    gap = box[0] - prev[2]
+    return -0.5 * h <= gap <= 1.0 * max(prev[3] - prev[1], box[3] - box[1])
+
+
+def page_markdown(text: PageText, dpi: float) -> TextLayerPage | None:
+    """Markdown from the page's text layer, or None when the layer is not usable."""
+    if unusable(text) is not None:
+        return None
+    lines = text_lines(text, dpi)
+    if not lines:
+        return None
+    scale = dpi / 72.0
+    w, h = (text.height, text.width) if text.rotation in (90, 270) else (text.width, text.height)
+    md = lines_to_markdown(lines, int(w * scale), int(h * scale))
+    return TextLayerPage(md, len(lines), sum(len(l.text) for l in lines))

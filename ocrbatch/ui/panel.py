@@ -1,0 +1,127 @@
+"""The live panel: one Rich renderable built from a Snapshot, nothing else.
+
+    ╭─ ocrbatch · rapidocr → out ───────────────────────────────────────────────╮
+    │ ━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━╺━━━━━━━━━━━━  1,234/10,000 pages  12%  ETA 1h10m │
+    │ rate     2.31 pages/s now · 2.10 average · 9m48s elapsed                 │
+    │ pages    ok 1,230 · skipped 0 · failed 4                                 │
+    │ batch    8 now · 7.6 mean · 154 batches                                  │
+    │ stage    waiting        busy                                              │
+    │ decode   12/64 pages    ███▊       38%                                    │
+    │ ...                                                                       │
+    │ gpu0     NVIDIA H200  util ████████▌ 95%  VRAM 30.1/139.8 GiB              │
+    │ last error  scan.pdf page 3: InferenceError: ...                          │
+    ╰───────────────────────────────────────────────────────────────────────────╯
+
+Bars are Text so that the panel renders the same in a recording console as on a terminal.
+"""
+
+from __future__ import annotations
+
+from rich.console import Group, RenderableType
+from rich.panel import Panel
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+from rich.text import Text
+
+from ..pipeline.stats import STAGES, Snapshot
+from . import fmt
+
+_EIGHTHS = " ▏▎▍▌▋▊▉"
+
+
+def meter(fraction: float, width: int = 10) -> Text:
+    """A horizontal bar of `width` cells, coloured by how full it is."""
+    fraction = min(1.0, max(0.0, fraction))
+    eighths = int(round(fraction * width * 8))
+    full, part = divmod(eighths, 8)
+    bar = "█" * full + (_EIGHTHS[part] if part else "")
+    style = "red" if fraction >= 0.9 else "yellow" if fraction >= 0.6 else "green"
+    return Text(bar.ljust(width), style=style)
+
+
+def render_panel(snap: Snapshot, title: str = "ocrbatch") -> RenderableType:
+    return Panel(Group(_progress(snap), _figures(snap), _stages(snap), _resources(snap), *_last_error(snap)),
+                 title=Text(title, style="bold"), title_align="left", border_style="blue")
+
+
+def _progress(snap: Snapshot) -> Table:
+    row = Table.grid(padding=(0, 2), expand=True)
+    row.add_column(ratio=1)
+    row.add_column(justify="right", no_wrap=True)
+    if snap.discovering:
+        bar = ProgressBar(total=None, pulse=True)
+        count = f"{snap.finished:,}/{snap.pages_total:,}+ pages (finding more)"
+        eta = "ETA ?"
+    else:
+        total = max(snap.pages_total, 1)
+        bar = ProgressBar(total=total, completed=snap.finished)
+        count = f"{snap.finished:,}/{snap.pages_total:,} pages  {snap.finished / total:.0%}"
+        eta = f"ETA {fmt.duration(snap.eta_s)}"
+    row.add_row(bar, Text.assemble(count, "  ", (eta, "bold")))
+    return row
+
+
+def _figures(snap: Snapshot) -> Table:
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="dim", no_wrap=True)
+    grid.add_column()
+    grid.add_row("rate", Text.assemble((fmt.rate(snap.rate_now), "bold"), " pages/s now · ",
+                                       fmt.rate(snap.rate_avg), " average · ",
+                                       fmt.duration(snap.elapsed_s), " elapsed"))
+    counts = [(f"ok {snap.done.get('ok', 0):,}", "green"), (f"skipped {snap.done.get('skipped', 0):,}", ""),
+              (f"failed {snap.done.get('failed', 0):,}", "red" if snap.done.get("failed") else "")]
+    if snap.done.get("truncated"):
+        counts.append((f"truncated {snap.done['truncated']:,}", "yellow"))
+    grid.add_row("pages", Text(" · ").join(Text(t, style=s) for t, s in counts))
+    grid.add_row("batch", f"{snap.last_batch} now · {snap.mean_batch:.1f} mean · {snap.batches:,} batches")
+    return grid
+
+
+def _stages(snap: Snapshot) -> Table:
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="dim", no_wrap=True)
+    table.add_column(justify="right", no_wrap=True)
+    table.add_column(no_wrap=True)
+    table.add_column(justify="right", no_wrap=True)
+    table.add_row("stage", Text("waiting", style="dim"), Text("busy now", style="dim"), "")
+    busiest = max(STAGES, key=lambda s: snap.busy_now.get(s, 0.0))
+    for stage in STAGES:
+        unit = "batches" if stage == "infer" else "pages"
+        depth = snap.queue_depth.get(stage, 0)
+        cap = snap.queue_max.get(stage)
+        waiting = f"{depth:,}/{cap:,} {unit}" if cap else f"{depth:,} {unit}"
+        busy = snap.busy_now.get(stage, 0.0)
+        threads = snap.workers.get(stage, 1)
+        name = Text(stage + (f" ×{threads}" if threads > 1 else ""),
+                    style="bold" if stage == busiest and busy >= 0.5 else "")
+        table.add_row(name, waiting, meter(busy), fmt.pct(busy))
+    return table
+
+
+def _resources(snap: Snapshot) -> Table:
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="dim", no_wrap=True)
+    grid.add_column(no_wrap=True)
+    res = snap.resources
+    if res is None:
+        grid.add_row("device", Text("sampling…", style="dim"))
+        return grid
+    for g in res.gpus:
+        util = Text("util n/a", style="dim") if g.util_pct is None else Text.assemble(
+            "util ", meter(g.util_pct / 100), f" {g.util_pct:.0f}%")
+        mem = g.mem_used / g.mem_total if g.mem_total else 0.0
+        grid.add_row(f"gpu{g.index}", Text.assemble(g.name, "  ", util, "  VRAM ", meter(mem), " ",
+                                                    fmt.gib_pair(g.mem_used, g.mem_total)))
+    if not res.gpus and res.host is not None:
+        h = res.host
+        grid.add_row("cpu", Text.assemble(meter(h.cpu_pct / (100 * h.cores)), f" {h.cpu_pct:.0f}% of {h.cores} "
+                                          f"cores · RSS {fmt.size(h.rss)}",
+                                          (f"   no GPU data ({res.gpu_note})" if res.gpu_note else "", "dim")))
+    return grid
+
+
+def _last_error(snap: Snapshot) -> list[RenderableType]:
+    if not snap.last_error:
+        return []
+    line = snap.last_error.splitlines()[0] if snap.last_error.strip() else snap.last_error
+    return [Text.assemble(("last error  ", "dim"), (line, "red"), no_wrap=True, overflow="ellipsis")]

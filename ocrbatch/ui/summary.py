@@ -1,0 +1,58 @@
+"""The final summary table on stderr (the same figures `--json` prints on stdout)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from . import fmt
+
+if TYPE_CHECKING:
+    from ..pipeline.run import Summary
+
+
+def summary_table(summary: Summary) -> Table:
+    c, f = summary.counts, summary.figures
+    table = Table(box=None, show_header=False, title="ocrbatch summary", title_justify="left",
+                  title_style="bold", pad_edge=False)
+    table.add_column(style="dim", no_wrap=True)
+    table.add_column()
+
+    parts = [Text(f"{c['ok']} ok", style="green"), Text(f"{c['skipped']} skipped"),
+             Text(f"{c['failed']} failed", style="red" if c["failed"] else "")]
+    if c.get("truncated"):
+        parts.append(Text(f"{c['truncated']} truncated", style="yellow"))
+    files = f" in {summary.sources} file{'s' if summary.sources != 1 else ''}"
+    table.add_row("pages", Text.assemble(f"{summary.pages_total}{files}: ", Text(", ").join(parts)))
+    if summary.missing_inputs:
+        table.add_row("missing", Text(f"{len(summary.missing_inputs)} input(s) not found", style="red"))
+    table.add_row("rate", f"{fmt.rate(f['pages_per_s'])} pages/s")
+    table.add_row("wall time", fmt.wall(f["wall_s"]))
+    busy = f.get("stage_busy_pct", {})
+    table.add_row("stage busy", " · ".join(f"{s} {v:.0f}%" for s, v in busy.items()))
+    table.add_row("batches", f"{f.get('batches', 0)}, mean {f.get('mean_batch', 0):.1f} pages")
+    for g in f.get("gpus", []):
+        util = "n/a" if g["util_mean_pct"] is None else f"{g['util_mean_pct']:.0f}%"
+        table.add_row(f"gpu{g['index']}", f"{g['name']}: utilization mean {util}, peak VRAM "
+                                          f"{g['vram_peak_mib'] / 1024:.1f} of {g['vram_total_mib'] / 1024:.1f} GiB")
+    if "cpu_mean_pct" in f:
+        rss = f.get("rss_peak_mib")
+        table.add_row("cpu", f"mean {f['cpu_mean_pct']:.0f}%" +
+                             (f", peak RSS {fmt.size(rss * 2**20)}" if rss is not None else ""))
+    table.add_row("engine", _engine(summary.engine))
+    table.add_row("output", str(summary.output))
+    return table
+
+
+def _engine(info: dict) -> str:
+    """rapidocr (models: PP-OCRv6 small; dtype: bfloat16; attention: sdpa)."""
+    rest = "; ".join(f"{k}: {v}" for k, v in info.items() if k != "engine" and v not in (None, ""))
+    name = str(info.get("engine", "?"))
+    return f"{name} ({rest})" if rest else name
+
+
+def print_summary(summary: Summary, console: Console | None = None) -> None:
+    (console or Console(stderr=True)).print(summary_table(summary))

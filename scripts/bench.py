@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""`make bench`: speed and accuracy of `ocrbatch convert` on the development corpus.
+
+Prints, for ../shared/bench/dev (its pages/ and pdfs/ folders):
+- pages/s of `ocrbatch convert` run as a subprocess into a fresh output folder, and its peak RSS;
+- the same engine called in a tight loop on pages decoded beforehand, and the overhead ratio
+  (convert wall time ÷ loop time: what the pipeline, process start and model load cost on top);
+- score.py's CER, WER and bag-of-words F1, overall and per kind of page (from dev/MANIFEST.tsv).
+
+Timings on a shared machine are noisy: `--repeat N` runs each timing N times and keeps the best.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_DEV = ROOT.parent / "shared" / "bench" / "dev"
+
+
+def convert(dev: Path, out: Path, engine: str, extra: list[str]) -> tuple[float, int, int]:
+    """Run `ocrbatch convert`; (wall seconds, exit code, peak RSS in bytes)."""
+    if out.exists():
+        shutil.rmtree(out)
+    cmd = [sys.executable, "-m", "ocrbatch", "convert", str(dev / "pages"), str(dev / "pdfs"),
+           "-o", str(out), "--engine", engine, "-q", *extra]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=ROOT)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return wall, proc.returncode, usage.ru_maxrss * 1024  # Linux reports KiB
+
+
+def decoded_pages(dev: Path, dpi: int) -> list:
+    """Every dev page as an RGB image, decoded before any timing starts."""
+    import pypdfium2
+    from PIL import Image
+
+    images = []
+    for p in sorted((dev / "pages").iterdir()):
+        with Image.open(p) as im:
+            images.append(im.convert("RGB"))
+    for p in sorted((dev / "pdfs").iterdir()):
+        doc = pypdfium2.PdfDocument(str(p))
+        try:
+            for i in range(len(doc)):
+                page = doc[i]
+                images.append(page.render(scale=dpi / 72).to_pil().convert("RGB"))
+                page.close()
+        finally:
+            doc.close()
+    return images
+
+
+def engine_loop(images: list, engine_name: str, batch: int) -> float:
+    """Seconds for the engine alone to read `images`, `batch` pages per call (model load excluded)."""
+    sys.path.insert(0, str(ROOT))
+    from ocrbatch.config import EngineOptions
+    from ocrbatch.engines import registry
+    from ocrbatch.records import PageImage
+
+    engine = registry.create(engine_name, EngineOptions())
+    engine.load("cpu")
+    try:
+        pages = [PageImage(ref=None, image=im) for im in images]  # type: ignore[arg-type]
+        t0 = time.perf_counter()
+        for i in range(0, len(pages), batch):
+            engine.infer(pages[i:i + batch])
+        return time.perf_counter() - t0
+    finally:
+        engine.close()
+
+
+def score(dev: Path, out: Path) -> tuple[dict, str]:
+    scorer = dev.parent / "score.py"
+    with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
+        run = subprocess.run([sys.executable, str(scorer), str(dev / "truth"), str(out), "--json", tmp.name,
+                              "--quiet"], capture_output=True, text=True, check=True)
+        figures = json.loads(Path(tmp.name).read_text())
+    return figures, run.stdout.strip().splitlines()[-1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dev", type=Path, default=DEFAULT_DEV, help="corpus folder (pages/, pdfs/, truth/)")
+    ap.add_argument("--engine", default="rapidocr")
+    ap.add_argument("--repeat", type=int, default=1, help="time each step N times, keep the best")
+    ap.add_argument("--batch", type=int, default=8, help="pages per engine call in the tight loop")
+    ap.add_argument("--no-loop", action="store_true", help="skip the tight engine loop (no overhead ratio)")
+    ap.add_argument("--keep", type=Path, help="write the Markdown here instead of a temporary folder")
+    a, extra = ap.parse_known_args(argv)
+    if not (a.dev / "truth").is_dir():
+        print(f"bench: no corpus at {a.dev}", file=sys.stderr)
+        return 2
+
+    n_pages = sum(1 for _ in (a.dev / "truth").rglob("*.txt"))
+    print(f"ocrbatch bench: {n_pages} pages of {a.dev} (pages/, pdfs/), engine {a.engine}, "
+          f"{os.cpu_count()} CPUs, best of {a.repeat}")
+    workdir = Path(tempfile.mkdtemp(prefix="ocrbatch-bench-"))
+    out = a.keep or workdir / "out"
+    try:
+        runs = [convert(a.dev, out, a.engine, extra) for _ in range(a.repeat)]
+        wall = min(r[0] for r in runs)
+        rss = max(r[2] for r in runs)
+        print(f"convert      {wall:7.1f} s   {n_pages / wall:5.2f} pages/s   peak RSS {rss / 2**20:.0f} MiB"
+              f"   exit {runs[-1][1]}")
+        if not a.no_loop:
+            images = decoded_pages(a.dev, 150)
+            loop = min(engine_loop(images, a.engine, a.batch) for _ in range(a.repeat))
+            print(f"engine loop  {loop:7.1f} s   {len(images) / loop:5.2f} pages/s   "
+                  f"overhead ratio {wall / loop:.2f} (convert wall / engine loop)")
+        figures, last = score(a.dev, out)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    print(f"\n{'kind':30s} {'pages':>5s} {'CER':>7s} {'WER':>7s} {'BoW-F1':>7s}")
+    for kind, v in figures["by_kind"].items():
+        print(f"{kind:30s} {v['pages']:5d} {v['cer']:7.4f} {v['wer']:7.4f} {v['mean_bow_f1']:7.4f}")
+    o = figures["overall"]
+    print(f"{'overall':30s} {o['pages']:5d} {o['cer']:7.4f} {o['wer']:7.4f} {o['mean_bow_f1']:7.4f}")
+    print(last)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,288 @@
+"""Exercise the deepseek-ocr2 engine on a CUDA GPU and print its figures (run by scripts/gpu_check.sh).
+
+Steps, each timed; a step is skipped when the time left would not cover it:
+  1. environment: torch, CUDA, the GPU, bf16 support, flash-attn, transformers
+  2. a tiny random checkpoint through `ocrbatch convert` on the dev pages: --max-batch 8 vs --max-batch 1,
+     auto precision (bf16 on most GPUs) and float32; how many pages come out byte-identical
+  3. the same checkpoint in-process: one batch of pages with 0, 2, 3 and 6 crops vs each page alone
+  4. a random checkpoint of roughly the real architecture's size (~3.4B parameters): save, load through
+     from_pretrained, one batch of mixed pages; tokens/s and peak memory; then the full path on two pages
+Random weights write noise: the figures are speed, memory and consistency, never accuracy.
+
+`--device cpu --quick` runs steps 1-3 on the CPU, and `--device cpu --quick --self-test` step 4 too with the
+tiny architecture: to check this script itself where there is no GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))  # tiny_deepseek: the checkpoint builder the tests use
+sys.path.insert(0, str(ROOT))
+
+DEV_PAGES = ROOT.parent / "shared" / "bench" / "dev" / "pages"
+SIZES = [(700, 500), (1400, 700), (1500, 500), (620, 877), (1241, 1754)]  # 0, 2, 3, 6, 6 crops
+T0 = time.monotonic()
+FIGURES: dict = {}
+
+
+def say(step: str, **facts) -> None:
+    FIGURES.setdefault(step, {}).update(facts)
+    text = " ".join(f"{k}={v}" for k, v in facts.items())
+    print(f"gpu_check [{time.monotonic() - T0:6.1f}s] {step}: {text}", flush=True)
+
+
+def left(budget: float) -> float:
+    return budget - (time.monotonic() - T0)
+
+
+def drawn_pages(folder: Path) -> list[Path]:
+    from PIL import Image, ImageDraw
+
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i, (w, h) in enumerate(SIZES):
+        im = Image.new("RGB", (w, h), "white")
+        d = ImageDraw.Draw(im)
+        for y in range(40, h - 40, 36):
+            d.text((40, y), f"page {i} line {y} " * 3, fill="black")
+        path = folder / f"drawn-{i}.png"
+        im.save(path)
+        paths.append(path)
+    return paths
+
+
+def page_images(paths: list[Path]):
+    from pathlib import PurePosixPath
+
+    from PIL import Image
+
+    from ocrbatch.records import Kind, PageImage, PageRef, Source
+
+    pages = []
+    for p in paths:
+        src = Source(path=p, display=p.name, kind=Kind.PNG, out_key=PurePosixPath(p.stem), size=0, mtime_ns=0,
+                     page_count=1, multipage=False)
+        pages.append(PageImage(ref=PageRef(src, 1), image=Image.open(p).convert("RGB")))
+    return pages
+
+
+def step_environment(device: str) -> None:
+    import torch
+    import transformers
+
+    facts = {"python": sys.version.split()[0], "torch": torch.__version__, "transformers": transformers.__version__,
+             "cuda": torch.version.cuda, "cuda_available": torch.cuda.is_available(),
+             "flash_attn": importlib.util.find_spec("flash_attn") is not None,
+             "torchvision": importlib.util.find_spec("torchvision") is not None}
+    if device.startswith("cuda"):
+        props = torch.cuda.get_device_properties(device)
+        facts.update(gpu=props.name, memory_gib=round(props.total_memory / 2**30, 1),
+                     capability=f"{props.major}.{props.minor}", bf16=torch.cuda.is_bf16_supported())
+    say("environment", **facts)
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        out = subprocess.run([smi, "--query-gpu=name,driver_version,memory.used,memory.total,utilization.gpu",
+                              "--format=csv,noheader"], capture_output=True, text=True)
+        say("environment", nvidia_smi=out.stdout.strip().replace(" ", "") or out.stderr.strip())
+
+
+def convert(inputs: Path, out: Path, model: Path, device: str, *extra: str) -> dict:
+    cmd = [sys.executable, "-m", "ocrbatch", "convert", str(inputs), "-o", str(out), "--engine", "deepseek-ocr2",
+           "--model", str(model), "--devices", device, "--json", "-q", *extra]
+    t = time.monotonic()
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    wall = time.monotonic() - t
+    if r.returncode not in (0, 3):
+        raise RuntimeError(f"convert exited {r.returncode}: {r.stderr.strip()[-2000:]}")
+    summary = json.loads(r.stdout)
+    summary["wall_total_s"] = round(wall, 1)
+    return summary
+
+
+def same_markdown(a: Path, b: Path) -> tuple[int, int]:
+    files = sorted(p.relative_to(a) for p in a.rglob("*.md"))
+    same = sum((a / f).read_bytes() == (b / f).read_bytes() for f in files if (b / f).is_file())
+    return same, len(files)
+
+
+def step_tiny_cli(work: Path, tiny: Path, inputs: Path, device: str, max_new: int) -> None:
+    for dtype in ("auto", "float32"):
+        runs = {}
+        for batch in (8, 1):
+            out = work / f"cli-{dtype}-b{batch}"
+            s = convert(inputs, out, tiny, device, "--dtype", dtype, "--max-batch", str(batch),
+                        "--max-new-tokens", str(max_new), "--max-wait-ms", "1000")
+            runs[batch] = out
+            e = s["engine"]
+            say(f"tiny_cli_{dtype}_batch{batch}", pages=s["pages"], ok=s["pages_ok"],
+                truncated=s["pages_truncated"], failed=s["pages_failed"], retried=e.get("pages_retried"),
+                mean_batch=s.get("mean_batch"), wall_s=s.get("wall_s"), pages_per_s=s.get("pages_per_s"),
+                dtype=e["dtype"], attention=e["attention"], matmul=e.get("matmul", "-"))
+        same, total = same_markdown(runs[8], runs[1])
+        say(f"tiny_cli_{dtype}", identical_markdown_batch8_vs_batch1=f"{same}/{total}")
+
+
+def step_mixed_batch(tiny: Path, pages, device: str, dtype: str, max_new: int, label: str) -> None:
+    from ocrbatch.config import EngineOptions
+    from ocrbatch.engines.deepseek_ocr2 import DeepseekOcr2Engine
+
+    engine = DeepseekOcr2Engine(EngineOptions(model=str(tiny), dtype=dtype, max_new_tokens=max_new))
+    t = time.monotonic()
+    engine.load(device)
+    load_s = time.monotonic() - t
+    try:
+        t = time.monotonic()
+        together = engine.infer(pages)
+        batch_s = time.monotonic() - t
+        t = time.monotonic()
+        alone = [engine.infer([p])[0] for p in pages]
+        alone_s = time.monotonic() - t
+    finally:
+        facts = engine.describe()
+        engine.close()
+    same = sum(a.markdown == b.markdown and a.status == b.status for a, b in zip(together, alone))
+    say(label, crops=[engine.bucket_key(p) for p in pages], dtype=facts["dtype"], attention=facts["attention"],
+        load_s=round(load_s, 2), batch_s=round(batch_s, 2), alone_s=round(alone_s, 2),
+        identical_batch_vs_alone=f"{same}/{len(pages)}",
+        statuses=[o.status.value for o in together])
+
+
+def _sync(device: str) -> None:
+    import torch
+
+    if device.startswith("cuda"):
+        torch.cuda.synchronize(device)
+
+
+def _peak_gib(device: str) -> float | None:
+    import torch
+
+    return round(torch.cuda.max_memory_allocated(device) / 2**30, 1) if device.startswith("cuda") else None
+
+
+def step_real_size(work: Path, pages, device: str, max_new: int, budget: float, real_size: bool = True) -> None:
+    import torch
+
+    from tiny_deepseek import build
+    from ocrbatch.config import EngineOptions
+    from ocrbatch.engines.deepseek_ocr2 import GUARD, DeepseekOcr2Engine
+
+    folder = work / "real-size"
+    t = time.monotonic()
+    build(folder, real_size=real_size, device=device, dtype=torch.bfloat16 if real_size else None)
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
+    size_gib = sum(p.stat().st_size for p in folder.glob("*.safetensors")) / 2**30
+    say("real_size", build_and_save_s=round(time.monotonic() - t, 1), checkpoint_gib=round(size_gib, 2))
+
+    engine = DeepseekOcr2Engine(EngineOptions(model=str(folder), max_new_tokens=max_new))
+    t = time.monotonic()
+    engine.load(device)
+    params = sum(p.numel() for p in engine.model.parameters())
+    say("real_size", load_s=round(time.monotonic() - t, 1), params_b=round(params / 1e9, 3),
+        **{k: v for k, v in engine.describe().items() if k in ("dtype", "attention", "matmul")})
+    try:
+        if device.startswith("cuda"):
+            torch.cuda.reset_peak_memory_stats(device)
+        _sync(device)
+        t = time.monotonic()
+        gens = engine._generate(pages, GUARD)  # one batch, the guard on, no retries: the throughput figure
+        _sync(device)
+        wall = time.monotonic() - t
+        tokens = sum(len(g.tokens) for g in gens)
+        say("real_size_batch", pages=len(pages), crops=[engine.bucket_key(p) for p in pages],
+            max_new_tokens=max_new, generated_tokens=tokens, wall_s=round(wall, 2),
+            tokens_per_s=round(tokens / wall, 1), pages_per_s=round(len(pages) / wall, 3),
+            ended=sum(g.ended for g in gens), peak_mem_gib=_peak_gib(device))
+        if left(budget) > 60:
+            short = min(max_new, 64)
+            engine.options = EngineOptions(model=str(folder), max_new_tokens=short)
+            t = time.monotonic()
+            together = engine.infer(pages[:2])
+            alone = [engine.infer([p])[0] for p in pages[:2]]
+            same = sum(a.markdown == b.markdown for a, b in zip(together, alone))
+            say("real_size_full_path", pages=2, max_new_tokens=short, statuses=[o.status.value for o in together],
+                retried=engine.retried, identical_batch_vs_alone=f"{same}/2", wall_s=round(time.monotonic() - t, 1))
+    finally:
+        engine.close()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", default="cuda:0")
+    ap.add_argument("--budget-s", type=float, default=450.0, help="stop starting new steps after this")
+    ap.add_argument("--quick", action="store_true", help="fewer pages and tokens, no real-size model")
+    ap.add_argument("--self-test", action="store_true",
+                    help="with --device cpu: run the real-size step too, with the tiny architecture")
+    args = ap.parse_args()
+
+    import torch
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        print("gpu_check: torch sees no CUDA GPU; nothing to check (use --device cpu --quick to test the script)")
+        return 2
+    work = Path(tempfile.mkdtemp(prefix="ocrbatch-gpu-check-"))
+    status = 0
+    try:
+        step_environment(args.device)
+        from tiny_deepseek import build
+
+        tiny = build(work / "tiny")
+        inputs = work / "pages"
+        drawn = drawn_pages(work / "drawn")
+        if DEV_PAGES.is_dir():
+            picks = sorted(DEV_PAGES.iterdir())[: 6 if args.quick else None]
+            inputs.mkdir()
+            for p in picks:
+                shutil.copy(p, inputs / p.name)
+        else:
+            shutil.copytree(work / "drawn", inputs)
+        max_new = 16 if args.quick else 64
+        steps = [
+            ("tiny_cli", 60, lambda: step_tiny_cli(work, tiny, inputs, args.device, max_new)),
+            ("tiny_mixed_auto", 20, lambda: step_mixed_batch(tiny, page_images(drawn[:4]), args.device, "auto",
+                                                             max_new, "tiny_mixed_batch_auto")),
+            ("tiny_mixed_fp32", 20, lambda: step_mixed_batch(tiny, page_images(drawn[:4]), args.device, "float32",
+                                                             max_new, "tiny_mixed_batch_float32")),
+        ]
+        if args.self_test:  # steps 1-3 are checked by --quick; keep the self-test short
+            steps = steps[1:2]
+        if args.self_test or (not args.quick and args.device.startswith("cuda")):
+            real_pages = page_images(sorted(inputs.iterdir())[:8] if DEV_PAGES.is_dir() else drawn)
+            steps.append(("real_size", 200 if not args.self_test else 10, lambda: step_real_size(
+                work, real_pages, args.device, 16 if args.self_test else 256, args.budget_s,
+                real_size=not args.self_test)))
+        for name, needs_s, fn in steps:
+            if left(args.budget_s) < needs_s:
+                say(name, skipped=f"only {left(args.budget_s):.0f}s left of the budget")
+                continue
+            try:
+                fn()
+            except Exception as exc:  # noqa: BLE001 - report and go on to the next step
+                status = 1
+                say(name, error=f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    say("done", total_s=round(time.monotonic() - T0, 1), exit=status)
+    print("gpu_check figures: " + json.dumps(FIGURES, default=str))
+    return status
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    sys.exit(main())

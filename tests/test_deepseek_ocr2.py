@@ -1,0 +1,215 @@
+"""The deepseek-ocr2 engine end to end, with a tiny random checkpoint these tests build and save, then load
+through the same `from_pretrained(folder)` path real weights take. Nothing is downloaded; no GPU is used.
+
+A random model writes noise: these tests check what the engine does with pages (batching, padding, the
+token limit, files, manifest), never what the text says.
+"""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path, PurePosixPath
+from types import SimpleNamespace
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+if not hasattr(transformers, "DeepseekOcr2ForConditionalGeneration"):
+    pytest.skip("transformers has no DeepSeek-OCR-2 model", allow_module_level=True)
+
+from typer.testing import CliRunner  # noqa: E402
+
+from conftest import SHARED, draw_page, manifest, save_pdf  # noqa: E402
+from ocrbatch.cli import app  # noqa: E402
+from ocrbatch.config import EngineOptions  # noqa: E402
+from ocrbatch.engines.deepseek_ocr2 import DeepseekOcr2Engine, _Generated  # noqa: E402
+from ocrbatch.records import Kind, PageImage, PageRef, Source, Status  # noqa: E402
+from tiny_deepseek import build  # noqa: E402
+
+DEV_PAGES = SHARED / "bench" / "dev" / "pages"
+# Real scans with 2, 2, 3 and 3 crops: two pairs the batcher can put together.
+DEV_PICK = ["sroie-123.jpg", "sroie-176.jpg", "sroie-170.jpg", "sroie-243.jpg"]
+# Generated pages with 0, 2, 3 and 6 crops (prompts of 291, 579, 723 and 1155 tokens).
+SIZES = [(700, 500), (1400, 700), (1500, 500), (620, 877)]
+
+
+@pytest.fixture(scope="session")
+def tiny(tmp_path_factory):
+    """Two tiny checkpoints: an ordinary random one, and one that never emits its end token."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the tiny model gains nothing from more, and CI machines are shared
+    root = tmp_path_factory.mktemp("tiny-deepseek")
+    yield SimpleNamespace(model=build(root / "model"), never_ends=build(root / "never-ends", never_ends=True))
+    torch.set_num_threads(threads)
+
+
+def generated_pages(folder: Path, sizes=SIZES) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i, size in enumerate(sizes):
+        path = folder / f"page{i}.png"
+        draw_page(f"Page {i}\nsize {size[0]}x{size[1]}\n" + "lorem ipsum " * (i + 1), size=size).save(path)
+        paths.append(path)
+    return paths
+
+
+def page_image(path: Path) -> PageImage:
+    from PIL import Image
+
+    image = Image.open(path).convert("RGB")
+    source = Source(path=path, display=path.name, kind=Kind.PNG, out_key=PurePosixPath(path.stem), size=0,
+                    mtime_ns=0, page_count=1, multipage=False)
+    return PageImage(ref=PageRef(source, 1), image=image)
+
+
+def convert(*args) -> SimpleNamespace:
+    r = CliRunner().invoke(app, ["convert", *map(str, args), "--engine", "deepseek-ocr2", "--json", "--no-progress"])
+    summary = json.loads(r.stdout[r.stdout.index("{"):]) if "{" in r.stdout else None
+    return SimpleNamespace(code=r.exit_code, stderr=r.stderr, summary=summary, exception=r.exception)
+
+
+def test_real_pages_convert_the_same_with_max_batch_1_and_4(tiny, tmp_path):
+    if DEV_PAGES.is_dir():
+        inputs = [DEV_PAGES / name for name in DEV_PICK]
+    else:  # the same crop counts, drawn here
+        inputs = generated_pages(tmp_path / "in", [(932, 1973), (932, 2132), (932, 2253), (684, 1674)])
+    one, four = tmp_path / "b1", tmp_path / "b4"
+    r1 = convert(*inputs, "-o", one, "--model", tiny.model, "--max-new-tokens", 8, "--max-batch", 1)
+    r4 = convert(*inputs, "-o", four, "--model", tiny.model, "--max-new-tokens", 8, "--max-batch", 4,
+                 "--max-wait-ms", 5000)
+    for r in (r1, r4):
+        assert r.code in (0, 3), (r.stderr, r.exception)  # 3: some page ran into the token limit
+        assert r.summary["pages_ok"] + r.summary["pages_truncated"] == len(inputs)
+        assert r.summary["exit_code"] == (3 if r.summary["pages_truncated"] else 0)
+        engine = r.summary["engine"]
+        assert (engine["device"], engine["dtype"], engine["attention"]) == ("cpu", "float32", "sdpa")
+    recs = {Path(rec["source"]).name: rec for rec in manifest(four)}
+    assert set(recs) == {p.name for p in inputs}
+    assert all(rec["status"] in ("ok", "truncated") for rec in recs.values())
+    # Pages with equal crop counts travelled together; each page's Markdown is the same either way.
+    assert [recs[p.name]["timings"]["batch_size"] for p in inputs] == [2, 2, 2, 2]
+    assert [recs[p.name]["info"]["crops"] for p in inputs] == [2, 2, 3, 3]
+    for rec in recs.values():
+        assert (one / rec["output"]).read_bytes() == (four / rec["output"]).read_bytes()
+    assert {rec["status"] for rec in manifest(one)} == {rec["status"] for rec in recs.values()}
+
+
+def test_pages_of_different_sizes_in_one_batch_equal_each_page_alone(tiny, tmp_path):
+    engine = DeepseekOcr2Engine(EngineOptions(model=str(tiny.model), max_new_tokens=8))
+    pages = [page_image(p) for p in generated_pages(tmp_path)]
+    assert [engine.bucket_key(p) for p in pages] == [0, 2, 3, 6]
+    engine.load("cpu")
+    try:
+        together = engine.infer(pages)
+        alone = [engine.infer([p])[0] for p in pages]
+    finally:
+        engine.close()
+    for a, b in zip(together, alone):
+        assert (a.markdown, a.status, a.info) == (b.markdown, b.status, b.info)
+    assert [o.info["crops"] for o in together] == [0, 2, 3, 6]
+    assert len({o.markdown for o in together}) > 1  # pages got their own outputs, not one shared answer
+
+
+def test_a_page_that_never_ends_is_retried_then_written_as_truncated(tiny, tmp_path):
+    inputs = generated_pages(tmp_path / "in", SIZES[:2])
+    out = tmp_path / "out"
+    r = convert(*inputs, "-o", out, "--model", tiny.never_ends, "--max-new-tokens", 6)
+    assert r.code == 3, (r.stderr, r.exception)  # partial: truncated pages are counted
+    assert r.summary["pages_truncated"] == 2 and r.summary["pages_failed"] == 0
+    assert r.summary["engine"]["pages_retried"] == 2
+    recs = manifest(out)
+    assert [rec["status"] for rec in recs] == ["truncated", "truncated"]
+    for rec in recs:
+        assert rec["info"]["retried"] is True and rec["info"]["tokens"] == 6
+        assert (out / rec["output"]).is_file()  # written, not dropped
+    assert r.stderr.count("truncated at the token limit") == 2
+
+
+def test_figures_the_model_marks_are_cropped_beside_the_page(tiny, tmp_path, monkeypatch):
+    said = ("<|ref|>title<|/ref|><|det|>[[50, 20, 950, 80]]<|/det|>\n# Page one\n\n"
+            "<|ref|>image<|/ref|><|det|>[[0, 0, 499, 499]]<|/det|>\n"
+            "<|ref|>text<|/ref|><|det|>[[50, 600, 950, 700]]<|/det|>\nBody text.")
+
+    def fixed_output(self, pages, guard):  # stands in for generation: what a real checkpoint would write
+        ids = self.processor.tokenizer.encode(said, add_special_tokens=False)
+        return [_Generated(ids, ended=True) for _ in pages]
+
+    monkeypatch.setattr(DeepseekOcr2Engine, "_generate", fixed_output)
+    pdf = save_pdf(tmp_path / "in" / "doc.pdf", [draw_page("one", size=(600, 800))])
+    out = tmp_path / "out"
+    r = convert(pdf, "-o", out, "--model", tiny.model)
+    assert r.code == 0, (r.stderr, r.exception)
+    assert (out / "doc" / "page-0001.md").read_text() == "# Page one\n\n![](images/page-0001-1.png)\n\nBody text.\n"
+    figure = out / "doc" / "images" / "page-0001-1.png"
+    assert figure.read_bytes().startswith(b"\x89PNG")
+    assert manifest(out)[0]["info"]["figures"] == 1
+
+
+@pytest.mark.parametrize("case", ["no-model", "missing-folder", "offline-id", "not-deepseek", "missing-weights",
+                                  "bad-prompt"])
+def test_bad_setups_fail_with_one_clear_line(case, tiny, tmp_path, monkeypatch):
+    page = generated_pages(tmp_path / "in", SIZES[:1])[0]
+    args = [page, "-o", tmp_path / "out"]
+    if case == "no-model":
+        code, words = 2, ["needs --model"]
+    elif case == "missing-folder":
+        args += ["--model", tmp_path / "nowhere"]
+        code, words = 5, ["no such model folder", str(tmp_path / "nowhere")]
+    elif case == "offline-id":
+        monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+        monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+        monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+        args += ["--model", "someone/absent-model"]
+        code, words = 5, ["'someone/absent-model'", str(tmp_path / "hf" / "hub"), "HF_HUB_OFFLINE"]
+    elif case == "not-deepseek":
+        folder = tmp_path / "gpt2"
+        folder.mkdir()
+        (folder / "config.json").write_text('{"model_type": "gpt2"}')
+        args += ["--model", folder]
+        code, words = 5, ["not a transformers-format DeepSeek-OCR-2 checkpoint", "'gpt2'"]
+    elif case == "missing-weights":
+        from safetensors.torch import load_file, save_file
+
+        folder = tmp_path / "partial"
+        shutil.copytree(tiny.model, folder)
+        weights = load_file(folder / "model.safetensors")
+        del weights["lm_head.weight"]
+        save_file(weights, folder / "model.safetensors", metadata={"format": "pt"})
+        args += ["--model", folder]
+        code, words = 5, ["lacks 1 of the model's weights", "lm_head.weight"]
+    else:
+        args += ["--model", tmp_path, "--prompt", "Read this."]
+        code, words = 2, ["<image>"]
+    r = convert(*args)
+    assert r.code == code, (r.stderr, r.exception)
+    errors = [line for line in r.stderr.splitlines() if "error" in line]
+    assert len(errors) == 1 and all(w in errors[0] for w in words), r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_identity_changes_with_model_prompt_and_token_limit(tmp_path):
+    def ident(**kw):
+        return DeepseekOcr2Engine(EngineOptions(**{"model": str(tmp_path), **kw})).identity()
+
+    base = ident()
+    assert base == ident()
+    assert len({base, ident(prompt="free"), ident(max_new_tokens=100), ident(model="org/other"),
+                ident(prompt="<image>\nmine")}) == 5
+
+
+def test_engine_needs_no_torch_until_it_loads():
+    code = ("import sys\n"
+            "from PIL import Image\n"
+            "from ocrbatch.cli import app\n"
+            "from ocrbatch.config import EngineOptions\n"
+            "from ocrbatch.engines import registry\n"
+            "from ocrbatch.records import PageImage\n"
+            "e = registry.create('deepseek-ocr2', EngineOptions(model='org/name'))\n"
+            "assert e.bucket_key(PageImage(None, Image.new('RGB', (1241, 1754)))) == 6\n"
+            "e.describe(); e.identity()\n"
+            "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]"

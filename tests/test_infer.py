@@ -1,0 +1,69 @@
+"""The infer worker: splitting failed batches, out-of-memory handling, the adaptive cap."""
+
+from pathlib import Path
+
+from conftest import draw_page
+from engines import CrashOnPage, OomAboveEngine
+from ocrbatch.config import EngineOptions
+from ocrbatch.gpu.adaptive import BatchSizeController
+from ocrbatch.pipeline.infer import InferWorker
+from ocrbatch.records import Kind, PageImage, PageRef, Source
+
+
+def pages(n: int, poison: int | None = None) -> list[PageImage]:
+    out = []
+    for i in range(n):
+        name = "poison.png" if i == poison else f"p{i}.png"
+        src = Source(Path("/docs") / name, name, Kind.PNG, Path(name).with_suffix(""), 1, 1, 1, False)
+        out.append(PageImage(PageRef(src, 1), draw_page(f"page {i}", size=(200, 260), font_size=18)))
+    return out
+
+
+def run(engine, batch, controller=None):
+    results = []
+    engine.load("cpu")
+    InferWorker(engine, results.append, controller).run_batch(batch)
+    return results
+
+
+def test_out_of_memory_splits_the_batch_and_lowers_the_cap():
+    OomAboveEngine.seen = []
+    controller = BatchSizeController(max_batch=8)
+    results = run(OomAboveEngine(EngineOptions()), pages(8), controller)
+    assert [r.status.value for r in results] == ["ok"] * 8
+    assert [r.ref.source.display for r in results] == [f"p{i}.png" for i in range(8)]  # order kept
+    assert controller.cap == 2 and controller.ooms == 2  # 8 → 4 (still too big) → 2
+    assert OomAboveEngine.seen == [8, 4, 2, 2, 2, 2]  # once the cap drops, batches keep to it
+
+
+def test_a_page_that_fails_alone_is_recorded_once_never_retried_forever():
+    OomAboveEngine.seen = []
+    engine = OomAboveEngine(EngineOptions())
+    engine.limit = 0  # even one page is too much
+    results = run(engine, pages(3))
+    assert [r.status.value for r in results] == ["failed"] * 3
+    assert "out of memory" in results[0].error
+    assert len(OomAboveEngine.seen) == 5  # 3 → 1 + 2 → 1 + 1: each page tried alone exactly once
+
+
+def test_one_bad_page_fails_alone_and_its_neighbours_are_kept():
+    results = run(CrashOnPage(EngineOptions()), pages(5, poison=3))
+    assert [r.status.value for r in results] == ["ok", "ok", "ok", "failed", "ok"]
+
+
+def test_cap_grows_back_while_the_device_is_idle_and_stops_at_max_batch():
+    c = BatchSizeController(max_batch=8, patience=2)
+    c.on_out_of_memory(8)
+    assert c.cap == 4
+    for _ in range(2):
+        c.on_batch_done(4, util_pct=50.0, mem_frac=0.5)
+    assert c.cap == 5
+    for _ in range(4):
+        c.on_batch_done(5, util_pct=99.0, mem_frac=0.5)  # busy enough: stay
+    assert c.cap == 5
+    for _ in range(4):
+        c.on_batch_done(5, util_pct=50.0, mem_frac=0.95)  # memory nearly full: stay
+    assert c.cap == 5
+    for _ in range(40):
+        c.on_batch_done(c.cap, util_pct=10.0, mem_frac=0.2)
+    assert c.cap == 8

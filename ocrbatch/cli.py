@@ -148,6 +148,46 @@ def _reporter(quiet, progress, log_every, metrics_file, engine, output):
 
 
 @app.command()
+def bench(
+    arch: str = typer.Option("tiny", "--arch",
+                             help="full: a random model of the published size (~3.4B parameters), on a GPU; "
+                                  "tiny: the same architecture at toy width, on a CPU."),
+    batch_sizes: str = typer.Option("1,2,4,8,16,32", "--batch-sizes", help="Batch sizes to run, one row each."),
+    pages: Optional[int] = typer.Option(None, "--pages",
+                                        help="Pages per batch size (default: six batches' worth, at least 8)."),
+    pages_dir: Optional[Path] = typer.Option(None, "--pages-dir",
+                                             help="Page images to use (cycled) instead of drawn A4 pages."),
+    max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens",
+                                                 help="Tokens every page generates (default: 128 full, 8 tiny)."),
+    loop_pages: int = typer.Option(4, "--loop-pages", help="Pages timed in the per-page loop baseline."),
+    device: str = typer.Option("auto", "--device", help="auto (cuda:0 for full, cpu for tiny), cpu, 0 or cuda:1."),
+    workers: Optional[int] = typer.Option(None, "--workers", "-j", help="Decode threads (default: up to 4)."),
+    budget_s: Optional[float] = typer.Option(None, "--budget-s", metavar="SECONDS",
+                                             help="Start no new batch size after this many seconds."),
+    as_json: bool = typer.Option(False, "--json", help="Print the results as JSON instead of a table."),
+    quiet: bool = typer.Option(False, "-q", "--quiet", help="No progress lines on stderr."),
+    verbose: int = typer.Option(0, "-v", "--verbose", count=True, help="Tracebacks on errors."),
+) -> None:
+    """Throughput of the pipeline on a random DeepSeek-OCR-2 (no weights needed): pages/s per batch size,
+    GPU utilization, peak VRAM, buffer allocations after warm-up, and the gain over a one-page-at-a-time loop."""
+    _setup_logging(quiet, verbose)
+    try:
+        from .bench import BenchConfig, main as bench_main, parse_sizes
+
+        config = BenchConfig(arch=arch, batch_sizes=parse_sizes(batch_sizes), pages=pages, pages_dir=pages_dir,
+                             max_new_tokens=max_new_tokens, loop_pages=loop_pages, device=device, workers=workers,
+                             budget_s=budget_s)
+        code = bench_main(config, json_out=as_json, quiet=quiet)
+    except OcrbatchError as exc:
+        log.error("%s", exc, exc_info=verbose > 0)
+        code = exc.exit_code
+    except KeyboardInterrupt:
+        log.error("interrupted")
+        code = ExitCode.INTERRUPTED
+    raise typer.Exit(int(code))
+
+
+@app.command()
 def doctor(as_json: bool = typer.Option(False, "--json", help="Print the findings as one JSON object.")) -> None:
     """Check the install: Python, torch and CUDA, GPUs, flash-attn, engines, cached models, onnxruntime."""
     from .doctor import main as doctor_main

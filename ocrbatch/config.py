@@ -47,7 +47,10 @@ class EngineOptions:
     dtype: str = "auto"  # auto | bfloat16 | float16 | float32
     prompt: str = "markdown"
     max_new_tokens: int = 8192
+    min_new_tokens: int = 0  # benchmarks: equal to max_new_tokens, every page gets exactly that many
     threads: int | None = None  # CPU threads for the engine's own kernels
+    buffer_pages: int = 0  # pages whose preprocessed inputs may wait in buffers at once; 0: the engine's default
+    pin_memory: bool | None = None  # page-locked host buffers; None: when CUDA is available
 
 
 def default_workers() -> int:

@@ -69,6 +69,7 @@ class PageImage:
     image: Any  # PIL.Image.Image, RGB
     decode_s: float = 0.0
     ready_at: float = 0.0  # monotonic time it entered the batcher's queue
+    prepared: Any = None  # the engine's own preprocessed inputs (Engine.prepare), e.g. tiles in pool slots
 
     @property
     def size(self) -> tuple[int, int]:

@@ -5,12 +5,14 @@ Steps, each timed; a step is skipped when the time left would not cover it:
   2. a tiny random checkpoint through `ocrbatch convert` on the dev pages: --max-batch 8 vs --max-batch 1,
      auto precision (bf16 on most GPUs) and float32; how many pages come out byte-identical
   3. the same checkpoint in-process: one batch of pages with 0, 2, 3 and 6 crops vs each page alone
-  4. a random checkpoint of roughly the real architecture's size (~3.4B parameters): save, load through
+  4. `ocrbatch bench --arch full`: the real pipeline on a random real-size model at batch sizes 32, 8 and 1
+     against a one-page-at-a-time loop: pages/s, NVML utilization, peak VRAM, buffer allocations after warm-up
+  5. a random checkpoint of roughly the real architecture's size (~3.4B parameters): save, load through
      from_pretrained, one batch of mixed pages; tokens/s and peak memory; then the full path on two pages
 Random weights write noise: the figures are speed, memory and consistency, never accuracy.
 
-`--device cpu --quick` runs steps 1-3 on the CPU, and `--device cpu --quick --self-test` step 4 too with the
-tiny architecture: to check this script itself where there is no GPU.
+`--device cpu --quick` runs steps 1-3 on the CPU, and `--device cpu --quick --self-test` steps 4 and 5 too
+with the tiny architecture: to check this script itself where there is no GPU.
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))  # tiny_deepseek: the checkpoint builder the tests use
 sys.path.insert(0, str(ROOT))
 
 DEV_PAGES = ROOT.parent / "shared" / "bench" / "dev" / "pages"
@@ -174,9 +175,9 @@ def _peak_gib(device: str) -> float | None:
 def step_real_size(work: Path, pages, device: str, max_new: int, budget: float, real_size: bool = True) -> None:
     import torch
 
-    from tiny_deepseek import build
     from ocrbatch.config import EngineOptions
     from ocrbatch.engines.deepseek_ocr2 import GUARD, DeepseekOcr2Engine
+    from ocrbatch.engines.deepseek_synthetic import build
 
     folder = work / "real-size"
     t = time.monotonic()
@@ -197,7 +198,10 @@ def step_real_size(work: Path, pages, device: str, max_new: int, budget: float, 
             torch.cuda.reset_peak_memory_stats(device)
         _sync(device)
         t = time.monotonic()
-        gens = engine._generate(pages, GUARD)  # one batch, the guard on, no retries: the throughput figure
+        prepared = [engine.prepare(p) for p in pages]  # pool slots, copied to the device, as the pipeline does
+        engine.stage(prepared)
+        gens = engine._generate(prepared, GUARD)  # one batch, the guard on, no retries: the throughput figure
+        engine.release(prepared)
         _sync(device)
         wall = time.monotonic() - t
         tokens = sum(len(g.tokens) for g in gens)
@@ -217,6 +221,30 @@ def step_real_size(work: Path, pages, device: str, max_new: int, budget: float, 
     finally:
         engine.close()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def step_bench(device: str, budget_s: float, kill_after_s: float, self_test: bool) -> None:
+    """`ocrbatch bench` in its own process (its GPU memory goes with it); its table printed, its rows kept.
+    `budget_s`: it starts no batch size after that; `kill_after_s`: it is stopped then, whatever it does."""
+    from ocrbatch.bench import BenchResult, Row, table
+
+    if self_test:
+        args = ["--arch", "tiny", "--batch-sizes", "1,2", "--pages", "2", "--max-new-tokens", "2"]
+    else:
+        args = ["--arch", "full", "--batch-sizes", "32,8,1", "--max-new-tokens", "128", "--loop-pages", "4"]
+    cmd = [sys.executable, "-m", "ocrbatch", "bench", *args, "--device", device, "--json", "-q",
+           "--budget-s", str(int(budget_s))]
+    t = time.monotonic()
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=kill_after_s)
+    if r.returncode != 0:
+        raise RuntimeError(f"bench exited {r.returncode}: {r.stderr.strip()[-2000:]}")
+    data = json.loads(r.stdout)
+    result = BenchResult(**{**data, "rows": [Row(**row) for row in data["rows"]]})
+    print(table(result), flush=True)
+    say("bench", wall_s=round(time.monotonic() - t, 1), build_s=round(result.build_s, 1),
+        loop_pages_per_s=round(result.loop_pages_per_s, 3),
+        rows=[{k: (round(v, 3) if isinstance(v, float) else v) for k, v in vars(row).items()}
+              for row in result.rows])
 
 
 def main() -> int:
@@ -240,7 +268,7 @@ def main() -> int:
     status = 0
     try:
         step_environment(args.device)
-        from tiny_deepseek import build
+        from ocrbatch.engines.deepseek_synthetic import build
 
         tiny = build(work / "tiny")
         inputs = work / "pages"
@@ -263,8 +291,11 @@ def main() -> int:
         if args.self_test:  # steps 1-3 are checked by --quick; keep the self-test short
             steps = steps[1:2]
         if args.self_test or (not args.quick and args.device.startswith("cuda")):
+            # Its own budget: start no batch size past what leaves a minute for the step to finish.
+            steps.append(("bench", 20 if args.self_test else 150, lambda: step_bench(
+                args.device, min(240.0, left(args.budget_s) - 60), left(args.budget_s) - 5, args.self_test)))
             real_pages = page_images(sorted(inputs.iterdir())[:8] if DEV_PAGES.is_dir() else drawn)
-            steps.append(("real_size", 200 if not args.self_test else 10, lambda: step_real_size(
+            steps.append(("real_size", 120 if not args.self_test else 10, lambda: step_real_size(
                 work, real_pages, args.device, 16 if args.self_test else 256, args.budget_s,
                 real_size=not args.self_test)))
         for name, needs_s, fn in steps:

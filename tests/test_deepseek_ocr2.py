@@ -24,8 +24,10 @@ from typer.testing import CliRunner  # noqa: E402
 from conftest import SHARED, draw_page, manifest, save_pdf  # noqa: E402
 from ocrbatch.cli import app  # noqa: E402
 from ocrbatch.config import EngineOptions  # noqa: E402
-from ocrbatch.engines.deepseek_ocr2 import DeepseekOcr2Engine, _Generated  # noqa: E402
-from ocrbatch.records import Kind, PageImage, PageRef, Source, Status  # noqa: E402
+from ocrbatch.engines.deepseek_inputs import batch_inputs  # noqa: E402
+from ocrbatch.engines.deepseek_ocr2 import DeepseekOcr2Engine, _Generated, _rgb  # noqa: E402
+from ocrbatch.pipeline.infer import WARMUP_BATCHES, InferWorker  # noqa: E402
+from ocrbatch.records import Batch, Kind, PageImage, PageRef, Source, Status  # noqa: E402
 from tiny_deepseek import build  # noqa: E402
 
 DEV_PAGES = SHARED / "bench" / "dev" / "pages"
@@ -110,6 +112,62 @@ def test_pages_of_different_sizes_in_one_batch_equal_each_page_alone(tiny, tmp_p
         assert (a.markdown, a.status, a.info) == (b.markdown, b.status, b.info)
     assert [o.info["crops"] for o in together] == [0, 2, 3, 6]
     assert len({o.markdown for o in together}) > 1  # pages got their own outputs, not one shared answer
+
+
+def test_inputs_prepared_on_decode_threads_equal_the_processors(tiny, tmp_path):
+    """The tiles written into pool slots and the prompts padded by the engine are, value for value, what
+    transformers' processor makes of the same pages in one batch: outputs stay byte-identical."""
+    sizes = SIZES + [(769, 769), (768, 1000), (2000, 300), (10, 20)]
+    pages = [page_image(p) for p in generated_pages(tmp_path, sizes)]
+    pages[1] = PageImage(ref=pages[1].ref, image=pages[1].image.convert("L"))  # a grey page
+    engine = DeepseekOcr2Engine(EngineOptions(model=str(tiny.model), max_new_tokens=1))
+    engine.load("cpu")
+    try:
+        expected = engine.processor(images=[_rgb(p.image) for p in pages], text=[engine.prompt] * len(pages),
+                                    return_tensors="pt", padding=True)
+        for exact in (True, False):  # our own tiling and tables; the processor's output copied into the slots
+            prepared = [engine.prepare(p) for p in pages]
+            assert engine._prep.exact is exact
+            engine.stage(prepared)
+            got = batch_inputs([p.prepared for p in prepared], engine._prompt_pad_id, "cpu", torch.float32)
+            assert sorted(got) == sorted(expected)
+            for key, value in expected.items():
+                assert torch.equal(got[key], value), key
+            engine.release(prepared)
+            engine._prep.exact = False  # as with an image processor other than the PIL one
+    finally:
+        engine.close()
+    assert engine._prep.pool.in_use() == 0
+
+
+def test_the_engine_path_through_the_worker_allocates_nothing_after_warm_up(tiny, tmp_path):
+    """Pages prepared into pool slots, staged (the next batch before this one runs), inferred and released by
+    the infer worker, batch after batch: buffers are made during the first batches only."""
+    draw_page("two crops", size=(1400, 700)).save(tmp_path / "page.png")
+    page = page_image(tmp_path / "page.png")
+    engine = DeepseekOcr2Engine(EngineOptions(model=str(tiny.model), max_new_tokens=1, min_new_tokens=1,
+                                              buffer_pages=4))
+    engine.load("cpu")
+    batches, results, seen = 24, [], []
+
+    def take(block: bool):  # the decode side, inline: prepare the next batch when the worker asks for it
+        if len(seen) == batches:
+            return None
+        seen.append(engine.buffer_stats()["allocations"])
+        return Batch((engine.prepare(page),))
+
+    worker = InferWorker(engine, results.append)
+    try:
+        worker.run(take, busy=lambda s: None)
+    finally:
+        engine.close()
+    figures = worker.figures()
+    assert len(results) == batches and {r.status.value for r in results} == {"truncated"}  # fixed length
+    assert figures.batches == batches and figures.allocations_after_warmup == 0
+    # One page in each of two staged batches: 2 × (1 global + 2 crop) host slots and 2 × 2 device buffers.
+    assert figures.allocations == 10 and seen[WARMUP_BATCHES + 1:] == [10] * (batches - WARMUP_BATCHES - 1)
+    assert engine.buffer_stats()["slots"] == 6 and engine._prep.pool.in_use() == 0  # every slot came back
+
 
 
 def test_a_page_that_never_ends_is_retried_then_written_as_truncated(tiny, tmp_path):

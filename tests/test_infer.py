@@ -67,3 +67,35 @@ def test_cap_grows_back_while_the_device_is_idle_and_stops_at_max_batch():
     for _ in range(40):
         c.on_batch_done(c.cap, util_pct=10.0, mem_frac=0.2)
     assert c.cap == 8
+
+
+def test_the_next_batch_is_staged_before_this_one_runs_and_every_batch_is_released():
+    from engines import StagingRecorder
+    from ocrbatch.records import Batch
+
+    queue = [Batch((p,)) for p in pages(3)]
+    StagingRecorder.calls = []
+    engine = StagingRecorder(EngineOptions())
+    engine.load("cpu")
+    results = []
+    InferWorker(engine, results.append).run(lambda block: queue.pop(0) if queue else None, busy=lambda s: None)
+    assert StagingRecorder.calls == ["stage p0", "stage p1", "infer p0", "release p0",
+                                     "stage p2", "infer p1", "release p1", "infer p2", "release p2"]
+    assert len(results) == 3
+
+
+def test_the_cap_reads_its_own_gpu_from_the_sampler():
+    from ocrbatch.gpu.device import load_reader, reading_for
+    from ocrbatch.gpu.nvml import GpuReading, ResourceSample
+
+    gib = 2**30
+    sample = ResourceSample(gpus=(GpuReading(0, "A", 30.0, 10 * gib, 80 * gib, 30.0, 10 * gib, "GPU-aaa"),
+                                  GpuReading(1, "B", 70.0, 60 * gib, 80 * gib, 70.0, 60 * gib, "GPU-bbb")),
+                            host=None)
+    assert reading_for("cuda:1", sample).name == "B"  # by position without a UUID
+    assert reading_for("cuda:0", sample, uuid="bbb").name == "B"  # by UUID (torch writes it without "GPU-")
+    assert reading_for("cuda:5", sample) is None and reading_for("cpu", sample) is None
+    assert load_reader("cpu", lambda: sample) is None  # no readings off GPU: the cap never grows back
+    load = load_reader("cuda:1", lambda: sample)
+    assert load() == (70.0, 0.75)
+    assert load_reader("cuda:0", lambda: None)() == (None, None)  # NVML gone: no data, no crash

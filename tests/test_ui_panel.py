@@ -155,3 +155,27 @@ def test_stats_rates_and_busy_cover_recent_work_and_work_in_progress():
     stats.add_busy("infer", 0.5)  # the batch ends: its measured time replaces the running estimate
     assert stats.snapshot(pages_total=10, discovering=False, done={}, queue_depth={},
                           last_error=None).busy_s["infer"] == 0.5
+
+
+def test_worker_figures_show_in_the_panel_and_the_summary():
+    from ocrbatch.pipeline.stats import WorkerFigures, summary_dict
+
+    worker = WorkerFigures(device="cuda:0", batches=154, pages=1170, busy_s=560.0, wall_s=571.0, compute_s=540.2,
+                           copy_s=1.23, cap=8, allocations=24, allocations_after_warmup=0)
+    snap = fake_snapshot(infer_workers=(worker,))
+    text = render(render_panel(snap), width=140)
+    assert ("cuda:0  154 batches · 7.6 mean · busy 98% · compute 9m00s · copy 1.2 s · cap 8 · "
+            "buffers 24 made, 0 after warm-up") in text
+    figures = summary_dict(snap)
+    assert figures["infer_workers"] == [{
+        "device": "cuda:0", "batches": 154, "pages": 1170, "mean_batch": 7.6, "busy_pct": 98.1, "wall_s": 571.0,
+        "compute_s": 540.2, "copy_s": 1.23, "batch_cap": 8, "buffer_allocations": 24,
+        "buffer_allocations_after_warmup": 0}]
+    summary = SimpleNamespace(counts={"ok": 1170, "skipped": 0, "failed": 0}, pages_total=1170, sources=1,
+                              missing_inputs=[], output="/tmp/out", engine={"engine": "deepseek-ocr2"},
+                              figures=figures)
+    assert re.search(r"cuda:0 +154 batches, mean 7\.6 · busy 98% · compute 9m00s · copy 1\.2 s · cap 8 · "
+                     r"buffers 24 made, 0 after warm-up", render(summary_table(summary), width=160))
+    # Without buffers (e.g. rapidocr) or a controller, those parts are left out.
+    bare = WorkerFigures("cpu", 3, 6, 1.0, 2.0, 0.9, 0.0, None, None, None)
+    assert "buffers" not in render(render_panel(fake_snapshot(infer_workers=(bare,))), width=140)

@@ -2,6 +2,14 @@
 
 Heavy imports (onnxruntime, torch, transformers) happen inside `load`, never at import time, so
 `ocrbatch --help` stays instant.
+
+An engine may also split its work along the pipeline; each hook defaults to nothing:
+
+    prepare(page)   decode thread, right after the page is decoded: preprocessing (e.g. into pool slots)
+    stage(pages)    infer thread, before `infer`: start moving the batch to the device; the worker stages
+                    the next batch before running this one, so that copy overlaps this compute
+    infer(pages)    infer thread: the model
+    release(pages)  infer thread, after the batch's results: give back what `prepare` and `stage` took
 """
 
 from __future__ import annotations
@@ -29,6 +37,31 @@ class Engine(abc.ABC):
     def infer(self, pages: Sequence[PageImage]) -> list[PageOutput | Exception]:
         """One output per page, in order. An exception in the list fails that page only; an exception
         raised fails the batch, which the worker then splits to find the page at fault."""
+
+    def prepare(self, page: PageImage) -> PageImage:
+        """Called on a decode thread before the page is batched; may block while buffers are all in use
+        (back-pressure). Raise EngineLoadError when the engine cannot work at all (the run stops); any other
+        exception fails this page only, and must leave nothing held."""
+        return page
+
+    def stage(self, pages: Sequence[PageImage]) -> None:
+        """Start copying prepared pages to the device, asynchronously if possible; `infer` waits for it."""
+
+    def release(self, pages: Sequence[PageImage]) -> None:
+        """The pages' batch is over (whatever its outcome): free their prepared inputs."""
+
+    def abort(self) -> None:
+        """The run is stopping early: wake any thread blocked in `prepare` (it raises)."""
+
+    def waited_s(self) -> float:
+        """Seconds the calling thread has spent in `prepare` waiting for free buffers (back-pressure)."""
+        return 0.0
+
+    def buffer_stats(self) -> dict[str, Any]:
+        """Figures on the engine's buffers for the worker's metrics: `allocations` (tensors created so far),
+        `copy_s` (host → device copy time), `filled` (they ran out once: from then on they only cycle);
+        empty when the engine keeps none."""
+        return {}
 
     def close(self) -> None:
         """Release what `load` took."""

@@ -1,7 +1,9 @@
 """DeepSeek-OCR-2 through transformers' own model class: batched greedy generation, loops caught.
 
 Every page of a batch goes through one `generate` call, left-padded, whatever its size (pages with more
-crops simply have longer prompts). Greedy decoding with left padding gives each page the tokens it would
+crops simply have longer prompts). The image preprocessing runs on the decode threads, straight into
+pooled host tiles; the infer worker copies a batch's tiles to the device while the batch before it computes
+(deepseek_inputs.py, gpu/staging.py). Greedy decoding with left padding gives each page the tokens it would
 get alone. A windowed no-repeat-n-gram guard (ngram_guard.py) breaks most repetition loops; a page that
 still ends without the end token is run again alone with a stronger guard, and if it loops again it is
 written as it stands with status `truncated`: no page is dropped.
@@ -13,12 +15,14 @@ neither, so the batcher can group pages by crop count before the model is loaded
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import importlib.util
 import json
 import logging
 import os
 import re
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Hashable, Iterator, Sequence
@@ -27,6 +31,7 @@ from ..config import EngineOptions
 from ..errors import EngineLoadError, UsageError
 from ..records import PageImage, PageOutput, Status
 from .base import Engine
+from .deepseek_inputs import Tiling
 from .deepseek_post import to_markdown
 
 log = logging.getLogger("ocrbatch")
@@ -44,6 +49,8 @@ GUARD = (20, 50)
 RETRY_GUARD = (10, 200)
 GUARD_EXEMPT = ("<td>", "</td>")  # table cells legitimately repeat
 
+DEFAULT_BUFFER_PAGES = 32  # pages in pool slots at once, when the run does not say (EngineOptions.buffer_pages)
+
 _DTYPES = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp16": "float16",
            "half": "float16", "float32": "float32", "fp32": "float32", "float": "float32"}
 
@@ -54,57 +61,6 @@ def resolve_prompt(prompt: str) -> str:
     if IMAGE_TOKEN not in text:
         raise UsageError(f"--prompt must be markdown, free, or text containing {IMAGE_TOKEN}; got {prompt!r}")
     return text
-
-
-@dataclass(frozen=True)
-class Tiling:
-    """How the processor cuts a page: a global view plus `tile`-pixel crops when the page is larger."""
-
-    tile: int = 768
-    min_crops: int = 2
-    max_crops: int = 6
-    enabled: bool = True
-
-    def crops(self, width: int, height: int) -> int:
-        """How many local crops the processor makes for a page of this size (0 when it fits one tile).
-
-        Picks the grid (columns × rows, between min_crops and max_crops tiles) whose aspect ratio is closest
-        to the page's; on a tie, the larger grid, while the page's area exceeds half the grid's.
-        """
-        if not self.enabled or max(width, height) <= self.tile:
-            return 0
-        grids = sorted(((c, r) for c in range(1, self.max_crops + 1) for r in range(1, self.max_crops + 1)
-                        if self.min_crops <= c * r <= self.max_crops), key=lambda g: g[0] * g[1])
-        aspect, area = width / height, width * height
-        best, best_diff = (1, 1), float("inf")
-        for c, r in grids:
-            diff = abs(aspect - c / r)
-            if diff < best_diff:
-                best, best_diff = (c, r), diff
-            elif diff == best_diff and area > 0.5 * self.tile * self.tile * c * r:
-                best = (c, r)
-        return best[0] * best[1]
-
-    @classmethod
-    def from_settings(cls, settings: dict[str, Any]) -> "Tiling":
-        d = cls()
-        return cls(tile=int(settings.get("tile_size", d.tile)),
-                   min_crops=int(settings.get("min_patches", d.min_crops)),
-                   max_crops=int(settings.get("max_patches", d.max_crops)),
-                   enabled=bool(settings.get("crop_to_patches", d.enabled)))
-
-    @classmethod
-    def from_folder(cls, folder: Path) -> "Tiling":
-        """Read the tiling from a checkpoint folder's processor files (defaults when absent)."""
-        for name, key in (("processor_config.json", "image_processor"), ("preprocessor_config.json", None)):
-            try:
-                data = json.loads((folder / name).read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                continue
-            settings = data.get(key, {}) if key else data
-            if isinstance(settings, dict):
-                return cls.from_settings(settings)
-        return cls()
 
 
 @dataclass
@@ -137,6 +93,10 @@ class DeepseekOcr2Engine(Engine):
         self.retried = 0
         self.model: Any = None
         self.processor: Any = None
+        self._path: str | None = None  # the checked checkpoint folder
+        self._prep: Any = None  # deepseek_inputs.Preprocessor, made by the first prepare()
+        self._prep_lock = threading.Lock()
+        self._staging: Any = None  # gpu.staging.DeviceStaging, made by load()
 
     # -- the interface ---------------------------------------------------------------------------
     def identity(self) -> str:
@@ -159,7 +119,11 @@ class DeepseekOcr2Engine(Engine):
         w, h = page.size
         return self.tiling.crops(w, h)
 
-    def load(self, device: str) -> None:
+    def _checkpoint(self) -> str:
+        """The checkpoint folder, once checked: torch and transformers 5 there, a DeepSeek-OCR-2 in
+        transformers format (the same one-line errors whichever thread asks first)."""
+        if self._path is not None:
+            return self._path
         missing = [m for m in ("torch", "transformers") if importlib.util.find_spec(m) is None]
         if missing:
             raise EngineLoadError(f"the deepseek-ocr2 engine needs {' and '.join(missing)}: "
@@ -169,12 +133,21 @@ class DeepseekOcr2Engine(Engine):
         if model_type != "deepseek_ocr2":  # e.g. deepseek_vl_v2: the original release, which needs remote code
             raise EngineLoadError(f"{self.options.model} is not a transformers-format DeepSeek-OCR-2 checkpoint "
                                   f"(model_type {model_type!r}); use {HUB_ID} or a copy of it")
-        import torch
         import transformers
 
         if not hasattr(transformers, "DeepseekOcr2ForConditionalGeneration"):
             raise EngineLoadError(f"transformers {transformers.__version__} has no DeepSeek-OCR-2 model; "
                                   f"the deepseek-ocr2 engine needs transformers 5 or newer")
+        self._path = path
+        return path
+
+    def load(self, device: str) -> None:
+        path = self._checkpoint()
+        import torch
+        import transformers
+
+        from ..gpu.staging import DeviceStaging
+
         if device.startswith("cuda") and not torch.cuda.is_available():
             raise EngineLoadError(f"device {device} requested but torch sees no CUDA GPU "
                                   f"(torch {torch.__version__})")
@@ -192,6 +165,7 @@ class DeepseekOcr2Engine(Engine):
         self.device, self.dtype = device, dtype
         self.attention = "flash_attention_2 (text), sdpa (vision)" if isinstance(attn, dict) else attn
         self._setup_tokens(path)
+        self._staging = DeviceStaging(device)
 
     def _setup_tokens(self, path: str) -> None:
         tok = self.processor.tokenizer
@@ -203,6 +177,7 @@ class DeepseekOcr2Engine(Engine):
         if tok.pad_token is None:  # left padding needs one; it is never read back
             tok.pad_token = tok.eos_token
         self._pad_id = gen.pad_token_id if gen.pad_token_id is not None else tok.pad_token_id
+        self._prompt_pad_id = tok.pad_token_id  # what the processor pads prompts with
         self._exempt = [ids[0] for ids in (tok.encode(t, add_special_tokens=False) for t in GUARD_EXEMPT)
                         if len(ids) == 1]
         self._specials = [t for t in (tok.bos_token, tok.eos_token, tok.pad_token) if t]
@@ -210,12 +185,58 @@ class DeepseekOcr2Engine(Engine):
                           for k in ("tile_size", "min_patches", "max_patches", "crop_to_patches")}
         self.tiling = Tiling.from_settings({k: v for k, v in image_settings.items() if v is not None})
 
+    # -- a page's way through: prepare (decode thread) → stage → infer → release (infer thread) ---------------
+    def prepare(self, page: PageImage) -> PageImage:
+        """Preprocess `page` into pool slots; blocks while the pool's slots are all out (back-pressure)."""
+        return dataclasses.replace(page, prepared=self._preprocessor().prepare(_rgb(page.image)))
+
+    def stage(self, pages: Sequence[PageImage]) -> None:
+        """Start copying the prepared pages' tiles into this device's buffers (on CUDA: a side stream)."""
+        from .deepseek_inputs import stage
+
+        stage(self._staging, [p.prepared for p in pages if p.prepared is not None])
+
+    def release(self, pages: Sequence[PageImage]) -> None:
+        from .deepseek_inputs import release
+
+        release([p.prepared for p in pages if p.prepared is not None])
+
+    def waited_s(self) -> float:
+        return self._prep.pool.waited_s() if self._prep is not None else 0.0
+
+    def abort(self) -> None:
+        if self._prep is not None:
+            self._prep.pool.close()
+
+    def buffer_stats(self) -> dict[str, Any]:
+        pool = self._prep.stats() if self._prep is not None else {}
+        staging = self._staging.stats() if self._staging is not None else {}
+        return {"allocations": pool.get("allocations", 0) + staging.get("allocations", 0),
+                "copy_s": staging.get("copy_s", 0.0), "slots": pool.get("slots", 0),
+                "filled": pool.get("waits", 0) > 0, "pinned": bool(pool.get("pinned"))}
+
     def infer(self, pages: Sequence[PageImage]) -> list[PageOutput | Exception]:
+        """Pages that did not come through the pipeline (no `prepare`) are prepared here, and freed after."""
+        own: list[PageImage] = []
+        ready: list[PageImage] = []
+        try:
+            for page in pages:
+                if page.prepared is None:
+                    page = self.prepare(page)
+                    own.append(page)
+                ready.append(page)
+            self.stage(ready)
+            return self._infer(ready)
+        finally:
+            self.release(own)
+
+    def _infer(self, pages: Sequence[PageImage]) -> list[PageOutput | Exception]:
         first = self._generate(pages, GUARD)
+        fixed_length = self.options.min_new_tokens >= self.options.max_new_tokens  # a benchmark, not a loop
         outs: list[PageOutput | Exception] = []
         for page, gen in zip(pages, first):
-            info: dict[str, Any] = {"crops": self.bucket_key(page)}
-            if not gen.ended:
+            info: dict[str, Any] = {"crops": page.prepared.crops}
+            if not gen.ended and not fixed_length:
                 # A loop the guard did not break, or a page longer than the limit: once more, alone, harder.
                 self.retried += 1
                 info["retried"] = True
@@ -242,27 +263,49 @@ class DeepseekOcr2Engine(Engine):
         was_cuda = self.device.startswith("cuda")
         self.model = None
         self.processor = None
+        if self._staging is not None:
+            self._staging.close()
         if was_cuda:
             import torch
 
             torch.cuda.empty_cache()
 
     # -- internals -------------------------------------------------------------------------------
+    def _preprocessor(self) -> Any:
+        """Made by the first decode thread that asks, with its own processor (tokenizers are not shared
+        between threads); pinned slots for a GPU (EngineOptions.pin_memory)."""
+        with self._prep_lock:
+            if self._prep is None:
+                path = self._checkpoint()
+                import torch
+                import transformers
+
+                from .deepseek_inputs import Preprocessor
+
+                with _quiet_transformers():
+                    processor = _load_step(path, "processor",
+                                           lambda: transformers.AutoProcessor.from_pretrained(path))
+                ip = processor.image_processor
+                tiling = Tiling.from_settings({k: getattr(ip, k) for k in ("tile_size", "min_patches", "max_patches",
+                                                                          "crop_to_patches") if hasattr(ip, k)})
+                self._prep = Preprocessor(processor, self.prompt, tiling,
+                                          self.options.buffer_pages or DEFAULT_BUFFER_PAGES,
+                                          pin=torch.cuda.is_available() and self.options.pin_memory is not False)
+            return self._prep
+
     def _generate(self, pages: Sequence[PageImage], guard: tuple[int, int]) -> list[_Generated]:
         import torch
         from transformers import GenerationConfig, LogitsProcessorList
 
+        from .deepseek_inputs import batch_inputs
         from .ngram_guard import NgramGuard
 
-        enc = self.processor(images=[_rgb(p.image) for p in pages], text=[self.prompt] * len(pages),
-                             return_tensors="pt", padding=True)
-        model_dtype = self.model.dtype
-        inputs = {k: (v.to(self.device, model_dtype) if k.startswith("pixel_values") else v.to(self.device))
-                  if hasattr(v, "to") else v for k, v in enc.items()}
+        inputs = batch_inputs([p.prepared for p in pages], self._prompt_pad_id, self.device, self.model.dtype)
         prompt_len = inputs["input_ids"].shape[1]
+        fixed = {"min_new_tokens": self.options.min_new_tokens} if self.options.min_new_tokens else {}
         gen_config = GenerationConfig(max_new_tokens=self.options.max_new_tokens, do_sample=False, num_beams=1,
                                       eos_token_id=self._end_ids, pad_token_id=self._pad_id,
-                                      bos_token_id=self.model.generation_config.bos_token_id)
+                                      bos_token_id=self.model.generation_config.bos_token_id, **fixed)
         n, window = guard
         processors = LogitsProcessorList([NgramGuard(n, window, prompt_len, self._exempt)])
         with torch.inference_mode():
@@ -396,18 +439,32 @@ def _as_list(value: Any) -> list[int]:
     return [int(v) for v in value] if isinstance(value, (list, tuple)) else [int(value)]
 
 
+_QUIET = threading.Lock()
+_quiet_depth = 0
+_quiet_saved: tuple[int, bool] = (0, True)
+
+
 @contextlib.contextmanager
 def _quiet_transformers() -> Iterator[None]:
-    """No progress bars or advisory warnings from transformers while loading: the run has its own display."""
+    """No progress bars or advisory warnings from transformers while loading: the run has its own display.
+    Threads may load at once (a decode thread its processor, each device its model): the first one in
+    silences, the last one out restores."""
+    global _quiet_depth, _quiet_saved
     from transformers.utils import logging as hf_logging
 
-    level = hf_logging.get_verbosity()
-    bars = hf_logging.is_progress_bar_enabled()
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
+    with _QUIET:
+        if _quiet_depth == 0:
+            _quiet_saved = (hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled())
+            hf_logging.set_verbosity_error()
+            hf_logging.disable_progress_bar()
+        _quiet_depth += 1
     try:
         yield
     finally:
-        hf_logging.set_verbosity(level)
-        if bars:
-            hf_logging.enable_progress_bar()
+        with _QUIET:
+            _quiet_depth -= 1
+            if _quiet_depth == 0:
+                level, bars = _quiet_saved
+                hf_logging.set_verbosity(level)
+                if bars:
+                    hf_logging.enable_progress_bar()

@@ -1,1 +1,2 @@
-"""Device-facing code: the NVML resource sampler (and, later, the buffer pool and device choice)."""
+"""Device-facing code: the host buffer pool (pool.py) and its device side (staging.py), device choice and NVML
+lookups (device.py), the batch-size policy (adaptive.py), the NVML resource sampler (nvml.py)."""

@@ -3,7 +3,12 @@ torch device names (`cuda:1`); a device may be named twice (`cpu,cpu`: two worke
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Callable
+
 from ..errors import EngineLoadError, UsageError
+
+if TYPE_CHECKING:
+    from .nvml import GpuReading, ResourceSample
 
 
 def cuda_device_count() -> int:
@@ -43,3 +48,45 @@ def resolve_devices(spec: str, wants_gpu: bool) -> tuple[str, ...]:
             raise EngineLoadError(f"--devices {spec}: {', '.join(missing)} not available "
                                   f"({n} CUDA device{'s' if n != 1 else ''} visible)")
     return tuple(devices)
+
+
+def cuda_uuid(device: str) -> str:
+    """The UUID of a torch CUDA device ("" when unknown), to find its NVML reading."""
+    try:
+        import torch
+
+        return str(torch.cuda.get_device_properties(device).uuid)
+    except Exception:  # noqa: BLE001 - no UUID: fall back to the position
+        return ""
+
+
+def reading_for(device: str, sample: ResourceSample | None, uuid: str = "") -> GpuReading | None:
+    """The NVML reading of `device` ("cuda:1"): matched by UUID, else by position among the visible GPUs
+    (the sampler lists them in CUDA_VISIBLE_DEVICES order)."""
+    if sample is None or not device.startswith("cuda:"):
+        return None
+    if uuid:
+        want = uuid.lower().removeprefix("gpu-")
+        for gpu in sample.gpus:
+            if gpu.uuid and gpu.uuid.lower().removeprefix("gpu-") == want:
+                return gpu
+    index = int(device[5:])
+    return sample.gpus[index] if index < len(sample.gpus) else None
+
+
+def load_reader(device: str, latest: Callable[[], ResourceSample | None]
+                ) -> Callable[[], tuple[float | None, float | None]] | None:
+    """(utilization %, memory used fraction) of `device`, read from a sampler's `latest`: what the batch-size
+    controller grows on. None off GPU (the cap then never grows back)."""
+    if not device.startswith("cuda:"):
+        return None
+    uuid: list[str] = []
+
+    def load() -> tuple[float | None, float | None]:
+        if not uuid:  # asked on the worker's thread, after its engine loaded torch
+            uuid.append(cuda_uuid(device))
+        gpu = reading_for(device, latest(), uuid[0])
+        if gpu is None:
+            return None, None
+        return gpu.util_pct, (gpu.mem_used / gpu.mem_total if gpu.mem_total else None)
+    return load

@@ -25,6 +25,7 @@ class GpuReading:
     mem_total: int
     util_mean_pct: float | None  # over the samples so far
     mem_peak: int
+    uuid: str = ""  # "GPU-…": how a torch device is matched to its reading (gpu/device.py)
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,7 @@ class Nvml:
         try:
             self.devices = [(i, h, _text(pynvml.nvmlDeviceGetName(h)))
                             for i, h in self._visible(pynvml)]
+            self.uuids = {i: self._uuid(h) for i, h, _ in self.devices}
         except Exception as exc:  # noqa: BLE001
             self.close()
             raise NvmlUnavailable(_reason(exc)) from exc
@@ -84,6 +86,12 @@ class Nvml:
             else:
                 break
         return chosen
+
+    def _uuid(self, handle: Any) -> str:
+        try:
+            return _text(self._nv.nvmlDeviceGetUUID(handle))
+        except Exception:  # noqa: BLE001 - a reading without its UUID is still a reading
+            return ""
 
     def driver_version(self) -> str:
         try:
@@ -195,7 +203,8 @@ class ResourceSampler:
                 agg[1] += 1
             agg[2] = max(agg[2], used)
             readings.append(GpuReading(index, name, util, used, total,
-                                       agg[0] / agg[1] if agg[1] else None, int(agg[2])))
+                                       agg[0] / agg[1] if agg[1] else None, int(agg[2]),
+                                       self._nvml.uuids.get(index, "")))
         return readings
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from statistics import median
 from typing import Sequence
 
 from .geometry import Row, core
@@ -24,6 +23,7 @@ _BULLET = re.compile(r"^(?:[•·●▪◦‣∙○■□➢►✓✔]\s*|[-–�
 _ENUM = re.compile(r"^\(?(?:\d{1,3}|[a-z]|[ivx]{1,4})[.)]\s+(?=\S)")
 _SECTION = re.compile(r"^\d{1,2}(?:\.\d{1,2})*\.?\s+[^\W\d_]")
 _SENTENCE_END = re.compile(r"[.!?:;]['\"’”)]*$")
+_HYPHENATED = re.compile(r"[^\W\d_]-$")
 
 
 @dataclass
@@ -71,7 +71,7 @@ def build_blocks(rows: Sequence[Row], h: float) -> list[Block]:
             cur.lines[0] = _join(cur.lines[0], text)
             cur.last = row
         elif cur is not None and cur.kind == "para" and _continues(cur, row, h, edges):
-            if _is_full(cur.last, edges, h):
+            if _is_full(cur.last, edges, h) and not _is_form_row(cur.last, h) and not _is_form_row(row, h):
                 cur.lines[-1] = _join(cur.lines[-1], text)
             else:
                 cur.lines.append(text)
@@ -92,7 +92,16 @@ def _column_edges(rows: Sequence[Row]) -> dict[tuple, tuple[float, float]]:
         x0s = sorted(r.x0 for r in rs)
         x1s = sorted(r.x1 for r in rs)
         edges[col] = (x0s[len(x0s) // 10], x1s[(9 * len(x1s)) // 10])
+    page = (min(r.x0 for r in rows), max(r.x1 for r in rows))
+    for col, rs in by_col.items():  # a running head, a lone title: measured against the page
+        if col in (("head",), ("foot",)) or len(rs) < 3:
+            edges[col] = page
     return edges
+
+
+def _is_form_row(row: Row, h: float) -> bool:
+    """Text in separate cells (label and value, receipt columns): a line of its own, never joined."""
+    return len(row.cells(1.5 * h)) > 1
 
 
 def _gap(upper: Row, lower: Row) -> float:
@@ -151,6 +160,12 @@ def _continues(cur: Block | None, row: Row, h: float, edges) -> bool:
             abs(row.x0 - edges[row.column][0]) <= 0.8 * h
     if _gap(last, row) > 0.9 * h:
         return False
+    full, ended = _is_full(last, edges, h), _SENTENCE_END.search(last.text)
+    if row.x0 > cur.left + 0.8 * h and len(cur.lines) == 1 and cur.lines[0] == last.text and full and not ended:
+        cur.left = row.x0  # a hanging indent (description lists): the first line sticks out
+        return True
+    if full and _HYPHENATED.search(last.text) and row.text[:1].islower():
+        return True  # a word split over the line end
     if row.x0 < cur.left - 1.0 * h or row.x0 > cur.left + 0.8 * h:
         return False  # outdented, or an indented first line: a new paragraph
     if not _is_full(last, edges, h) and _SENTENCE_END.search(last.text):
@@ -171,6 +186,3 @@ def _join(left: str, right: str) -> str:
         return left[:-1] + right
     return f"{left} {right}"
 
-
-def median_height(rows: Sequence[Row]) -> float:
-    return float(median(r.height for r in rows)) if rows else 1.0

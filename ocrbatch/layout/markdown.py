@@ -26,26 +26,22 @@ def lines_to_markdown(lines: Sequence[TextLine], width: int, height: int) -> str
 
 def render(blocks: Sequence[Block]) -> str:
     parts: list[str] = []
+    prev = None
     for block in blocks:
         if block.kind == "heading":
             parts.append("#" * block.level + " " + block.lines[0])
         elif block.kind == "item":
             text = f"{block.marker} {block.lines[0]}"
-            if parts and parts[-1].startswith(("- ",)) is False and _is_item(parts[-1]):
+            if prev is not None and prev.kind == "item":
                 parts[-1] += "\n" + text  # consecutive items form one tight list
-            elif parts and _is_item(parts[-1]):
-                parts[-1] += "\n" + text
             else:
                 parts.append(text)
         elif block.kind == "table" and block.table is not None:
             parts.append(_pipe_table(block.table.rows))
         else:
-            parts.append("  \n".join(block.lines))
+            parts.append("  \n".join(block.lines))  # kept line breaks are Markdown hard breaks
+        prev = block
     return "\n\n".join(parts) + "\n" if parts else ""
-
-
-def _is_item(part: str) -> bool:
-    return part.startswith("- ") or (part[:1].isalnum() and ". " in part[:6]) or part[:1] == "("
 
 
 def _pipe_table(rows: list[list[str]]) -> str:

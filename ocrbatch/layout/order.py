@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ..records import TextLine
-from .geometry import body_height, core, gaps
+from .geometry import body_height, core
 
 Column = tuple[int, ...]
 
@@ -42,7 +42,7 @@ class _Cutter:
         if len(side) < 2:
             return False
         width = max(l.box[2] for l in side) - min(l.box[0] for l in side)
-        if width < max(0.2 * self.text_width, 10 * self.h):
+        if width < max(0.2 * self.text_width, 8 * self.h):
             return False
         widths = sorted(l.box[2] - l.box[0] for l in side)
         return widths[(3 * len(widths)) // 4] >= 0.6 * width
@@ -54,8 +54,10 @@ class _Cutter:
         covering most of it crosses the gutter.
         """
         best, best_key = None, None
-        limit = max(1, int(0.35 * len(lines)))
-        for r0, r1 in _sparse_runs(lines, limit, self.min_vgap):
+        n = len(lines)
+        runs = {r for limit in sorted({0, 1, 2, 3, n // 10, n // 5, (35 * n) // 100})
+                for r in _sparse_runs(lines, limit, self.min_vgap)}
+        for r0, r1 in sorted(runs):
             mid = (r0 + r1) / 2
             left = [l for l in lines if (l.box[0] + l.box[2]) / 2 < mid]
             right = [l for l in lines if (l.box[0] + l.box[2]) / 2 >= mid]
@@ -122,10 +124,11 @@ class _Cutter:
             if run:
                 left = [l for l in run if id(l) in left_ids]
                 right = [l for l in run if id(l) not in left_ids]
-                if left:
-                    out.extend(self.cut(left, column + (0,), depth + 1))
-                if right:
-                    out.extend(self.cut(right, column + (1,), depth + 1))
+                if len(run) == len(lines) or (self._is_text_column(left) and self._is_text_column(right)):
+                    out.extend(self.cut(left, column + (0,), depth + 1) if left else [])
+                    out.extend(self.cut(right, column + (1,), depth + 1) if right else [])
+                else:  # this stretch is no two-column text (a table, a form): cut it on its own
+                    out.extend(self.cut(list(run), column, depth + 1))
                 run.clear()
 
         for band in self.bands(lines):

@@ -1,8 +1,13 @@
 """Batches → page results: one worker per device runs the engine.
 
+Before running a batch, the worker stages the next one if it is already waiting (`Engine.stage`: its
+copy to the device starts on a side stream), so that copy overlaps this batch's compute; after a batch,
+whatever happened, the engine releases its pages' buffers.
+
 A batch the engine rejects as a whole is split in halves until the page at fault is alone; that page
 is recorded as failed and its neighbours still get their output. An out-of-memory error also lowers the
-batch-size cap (see gpu/adaptive.py), so later batches fit.
+batch-size cap (see gpu/adaptive.py), so later batches fit; clean batches on a device that is not busy
+enough let it grow back (`load` reads the device's utilization and memory).
 """
 
 from __future__ import annotations
@@ -14,11 +19,20 @@ from typing import Callable, Sequence
 from ..engines.base import Engine
 from ..gpu.adaptive import BatchSizeController
 from ..records import Batch, PageImage, PageOutput, PageResult, Status
+from .stats import WorkerFigures
 
 log = logging.getLogger("ocrbatch")
 
 # (utilization %, memory used fraction) of this worker's device, None when unknown
 DeviceLoad = Callable[[], tuple[float | None, float | None]]
+# The next batch: block=True waits for one (None: no more will come); block=False returns None at once
+# when none is waiting.
+Take = Callable[[bool], "Batch | None"]
+
+# Warm-up, for the "buffer allocations after warm-up" figure: the worker's first WARMUP_BATCHES batches, and,
+# when the engine's buffers fill up at some point (the decode threads get held back: from then on buffers
+# only cycle), until then.
+WARMUP_BATCHES = 2
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
@@ -28,30 +42,82 @@ def is_out_of_memory(exc: BaseException) -> bool:
     return "out of memory" in str(exc).lower()
 
 
-def _error_line(exc: BaseException) -> str:
+def error_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 class InferWorker:
     def __init__(self, engine: Engine, emit: Callable[[PageResult], None],
-                 controller: BatchSizeController | None = None, load: DeviceLoad | None = None) -> None:
+                 controller: BatchSizeController | None = None, load: DeviceLoad | None = None,
+                 device: str = "") -> None:
         self.engine = engine
         self.emit = emit
         self.controller = controller
         self.load = load
+        self.device = device
         self.busy_s = 0.0
+        self.compute_s = 0.0
         self.batches = 0
+        self.pages = 0
+        self.started: float | None = None  # when the first batch arrived
+        self.ended: float | None = None  # when the last one was done
+        self.warm_allocations: int | None = None  # allocations when warm-up ended
+        self._filled = False
 
-    def run(self, take: Callable[[], Batch | None], busy: Callable[[float], None]) -> None:
-        """Take batches until there are none; `busy` is told how long each one took."""
-        while (batch := take()) is not None:
+    def run(self, take: Take, busy: Callable[[float], None], begin: Callable[[], None] | None = None) -> None:
+        """Take batches until there are none. `begin` is called as each batch starts, `busy` with the time
+        it took."""
+        batch, staging_s = self._take(take, block=True)
+        while batch is not None:
+            upcoming = self._take(take, block=False)  # staged now: its copy overlaps this batch's compute
+            if begin is not None:
+                begin()
             t0 = time.perf_counter()
-            self.run_batch(batch.pages)
-            spent = time.perf_counter() - t0
-            self.busy_s += spent
-            self.batches += 1
-            busy(spent)
+            try:
+                self.run_batch(batch.pages)
+            finally:
+                self.engine.release(batch.pages)
+            self._count(batch, staging_s + time.perf_counter() - t0, busy)
+            batch, staging_s = upcoming if upcoming[0] is not None else self._take(take, block=True)
+        self.ended = time.monotonic()
+
+    def _take(self, take: Take, block: bool) -> tuple[Batch | None, float]:
+        """The next batch, staged; and how long staging took."""
+        batch = take(block)
+        if batch is None:
+            return None, 0.0
+        if self.started is None:
+            self.started = time.monotonic()
+        t0 = time.perf_counter()
+        try:
+            self.engine.stage(batch.pages)
+        except Exception:  # noqa: BLE001 - infer stages what is left, inside the batch's error handling
+            log.debug("staging a batch of %d failed; it is staged again when it runs", len(batch), exc_info=True)
+        return batch, time.perf_counter() - t0
+
+    def _count(self, batch: Batch, spent: float, busy: Callable[[float], None]) -> None:
+        self.busy_s += spent
+        self.batches += 1
+        self.pages += len(batch)
+        if self.batches >= WARMUP_BATCHES and not self._filled:
+            stats = self.engine.buffer_stats()
+            self._filled = bool(stats.get("filled", True))
+            if self.warm_allocations is None or self._filled:
+                self.warm_allocations = stats.get("allocations")
+        busy(spent)
+
+    def figures(self) -> WorkerFigures:
+        """The worker's figures now (read from other threads: a consistent-enough copy)."""
+        stats = self.engine.buffer_stats()
+        allocations = stats.get("allocations")
+        warm = self.warm_allocations
+        return WorkerFigures(
+            device=self.device, batches=self.batches, pages=self.pages, busy_s=self.busy_s,
+            wall_s=(self.ended or time.monotonic()) - self.started if self.started is not None else 0.0,
+            compute_s=self.compute_s, copy_s=float(stats.get("copy_s", 0.0)),
+            cap=self.controller.cap if self.controller is not None else None, allocations=allocations,
+            allocations_after_warmup=None if allocations is None or warm is None else allocations - warm)
 
     def run_batch(self, pages: Sequence[PageImage]) -> None:
         """Infer `pages`, splitting on failure; every page ends in exactly one result."""
@@ -62,7 +128,10 @@ class InferWorker:
             return
         t0 = time.perf_counter()
         try:
-            outputs = self.engine.infer(pages)
+            try:
+                outputs = self.engine.infer(pages)
+            finally:
+                self.compute_s += time.perf_counter() - t0
             if len(outputs) != len(pages):
                 raise RuntimeError(f"engine returned {len(outputs)} results for {len(pages)} pages")
         except Exception as exc:  # noqa: BLE001 - engine code is foreign; we isolate the culprit
@@ -73,7 +142,7 @@ class InferWorker:
                     cap = self.controller.on_out_of_memory(len(pages))
                     log.info("out of memory on a batch of %d; batch cap now %d", len(pages), cap)
             if len(pages) > 1:
-                log.debug("batch of %d failed (%s); splitting", len(pages), _error_line(exc))
+                log.debug("batch of %d failed (%s); splitting", len(pages), error_line(exc))
                 half = len(pages) // 2
                 self.run_batch(pages[:half])
                 self.run_batch(pages[half:])
@@ -91,5 +160,5 @@ class InferWorker:
                 self.emit(PageResult(ref=page.ref, status=out.status, markdown=out.markdown,
                                      attachments=out.attachments, timings=timings, info=out.info))
             else:
-                self.emit(PageResult(ref=page.ref, status=Status.FAILED, error=_error_line(out),
+                self.emit(PageResult(ref=page.ref, status=Status.FAILED, error=error_line(out),
                                      timings=timings))

@@ -8,6 +8,7 @@ Each arrow is a bounded, closable queue; each stage closes its output when its i
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -17,7 +18,7 @@ from typing import IO, Any, Callable
 from ..config import RunConfig
 from ..engines import registry
 from ..engines.base import Engine
-from ..errors import ExitCode, NoInputsError, OcrbatchError
+from ..errors import EngineLoadError, ExitCode, NoInputsError, OcrbatchError
 from ..gpu.nvml import ResourceSampler
 from ..manifest import Manifest
 from ..records import Batch, PageImage, PageResult, Status
@@ -25,8 +26,8 @@ from .batcher import Batcher
 from .decode import PdfCache, decode_page, text_layer_page
 from .discover import Discovery, discover
 from ..gpu.adaptive import BatchSizeController
-from ..gpu.device import resolve_devices
-from .infer import InferWorker
+from ..gpu.device import load_reader, resolve_devices
+from .infer import InferWorker, error_line
 from .queue import ClosableQueue, Closed
 from .stats import Snapshot, Stats, summary_dict
 from .write import Writer
@@ -91,6 +92,7 @@ class _Run:
         self.discovering = True
         self.crash: BaseException | None = None
         self.failures: list[str] = []
+        self.infer_workers: list[InferWorker] = []
 
     # -- stages ---------------------------------------------------------------------------
     def discover_stage(self) -> None:
@@ -125,12 +127,32 @@ class _Run:
                     continue
                 finally:
                     self.stats.add_busy("decode", time.perf_counter() - t0)
+                page = self.prepare(page)
+                if page is None:
+                    continue
                 page.ready_at = time.monotonic()
                 self.images.put(page)
         finally:
             pdfs.close()
             self.images.close()
             self.results.close()
+
+    def prepare(self, page: PageImage) -> PageImage | None:
+        """The engine's own preprocessing, on this decode thread (Engine.prepare); None when it failed the page
+        (its result is sent). Time spent waiting for free buffers is back-pressure, not decode work."""
+        engine = self.engines[0]  # pages are prepared before anyone knows which device will take them
+        t0 = time.perf_counter()
+        waited = engine.waited_s()
+        try:
+            return engine.prepare(page)
+        except EngineLoadError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - one page's preprocessing failed; the run goes on
+            log.debug("preparing %s failed", page.ref.label, exc_info=True)
+            self.results.put(PageResult(ref=page.ref, status=Status.FAILED, error=error_line(exc)))
+            return None
+        finally:
+            self.stats.add_busy("decode", time.perf_counter() - t0 - (engine.waited_s() - waited))
 
     def batch_stage(self) -> None:
         batcher: Batcher[PageImage] = Batcher(self.config.max_batch, self.config.max_wait_s,
@@ -160,22 +182,24 @@ class _Run:
     def infer_stage(self, engine: Engine, device: str) -> None:
         loaded = False
 
-        def take() -> Batch | None:
+        def take(block: bool) -> Batch | None:
             nonlocal loaded
             try:
-                batch = self.batches.get()
+                batch = self.batches.get(None if block else 0)
             except Closed:
                 return None
-            if not loaded:  # load on the first batch: a rerun with nothing to do never loads a model
+            if batch is not None and not loaded:  # load on the first batch: a rerun with nothing to do never loads
                 self.stats.begin("infer")  # loading shows as busy
                 engine.load(device)
                 loaded = True
-            self.stats.begin("infer")  # busy until infer_worker reports the batch's time
             return batch
 
+        worker = InferWorker(engine, self.results.put, self.controller,
+                             load=load_reader(device, self.sampler.latest), device=device)
+        self.infer_workers.append(worker)
         try:
-            worker = InferWorker(engine, self.results.put, self.controller)
-            worker.run(take, lambda s: self.stats.add_busy("infer", s))
+            worker.run(take, busy=lambda s: self.stats.add_busy("infer", s),
+                       begin=lambda: self.stats.begin("infer"))  # busy until the worker reports the batch's time
         finally:
             if loaded:
                 engine.close()
@@ -197,6 +221,7 @@ class _Run:
     def abort(self) -> None:
         for q in (self.refs, self.images, self.batches, self.results):
             q.abort()
+        self.engines[0].abort()  # a decode thread waiting for buffers would wait forever
 
     def snapshot(self) -> Snapshot:
         return self.stats.snapshot(
@@ -209,6 +234,7 @@ class _Run:
                        "infer": self.batches.maxsize, "write": self.results.maxsize},
             last_error=self.writer.last_error,
             resources=self.sampler.latest(),
+            infer_workers=tuple(w.figures() for w in list(self.infer_workers)),
         )
 
     def execute(self, watch: Callable[[Callable[[], Snapshot]], None] | None) -> Summary:
@@ -274,6 +300,13 @@ def run(config: RunConfig, *, stdin: IO[str] | None = None,
     """
     engine_class = registry.engine_class(config.engine)
     devices = resolve_devices(config.devices, getattr(engine_class, "uses_gpu", False))
-    engines = [engine_class(config.engine_options) for _ in devices]
+    options = config.engine_options
+    if not options.buffer_pages:  # how far decoding may run ahead of the devices (the pool's back-pressure)
+        # Per device a batch computing and the next one staged; two batches' worth forming in the batcher's
+        # buckets; a page in each decode thread.
+        options = dataclasses.replace(
+            options, buffer_pages=config.max_batch * (2 * len(devices) + 2) + config.workers)
+    if options.pin_memory is None:  # pinned buffers only feed GPUs; a CPU run leaves CUDA alone
+        options = dataclasses.replace(options, pin_memory=any(d.startswith("cuda") for d in devices))
+    engines = [engine_class(options) for _ in devices]
     return _Run(config, engines, devices, stdin).execute(watch)
-

@@ -25,6 +25,38 @@ _SAMPLE_EVERY_S = 0.5
 
 
 @dataclass(frozen=True)
+class WorkerFigures:
+    """One infer worker (one device), as pipeline/infer.py counts it."""
+
+    device: str
+    batches: int
+    pages: int
+    busy_s: float  # running batches: staging, the engine, handing results on
+    wall_s: float  # since its first batch arrived (after the model loaded)
+    compute_s: float  # inside the engine's infer
+    copy_s: float  # host → device copies (on CUDA timed on the side stream, overlapping compute)
+    cap: int | None  # the batch-size cap now (None: no controller)
+    allocations: int | None  # buffer tensors created so far (None: the engine keeps no buffers)
+    allocations_after_warmup: int | None  # of which after warm-up (pipeline/infer.py; None: not over yet)
+
+    @property
+    def mean_batch(self) -> float:
+        return self.pages / self.batches if self.batches else 0.0
+
+    @property
+    def busy_frac(self) -> float:
+        return min(1.0, self.busy_s / self.wall_s) if self.wall_s > 0 else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"device": self.device, "batches": self.batches, "pages": self.pages,
+                "mean_batch": round(self.mean_batch, 2), "busy_pct": round(100 * self.busy_frac, 1),
+                "wall_s": round(self.wall_s, 3),
+                "compute_s": round(self.compute_s, 3), "copy_s": round(self.copy_s, 3), "batch_cap": self.cap,
+                "buffer_allocations": self.allocations,
+                "buffer_allocations_after_warmup": self.allocations_after_warmup}
+
+
+@dataclass(frozen=True)
 class Snapshot:
     elapsed_s: float
     pages_total: int  # pages discovered so far (skipped ones included)
@@ -42,6 +74,7 @@ class Snapshot:
     busy_now: dict[str, float] = field(default_factory=dict)  # 0..1 per stage over the recent window
     resources: ResourceSample | None = None
     started_at: float = 0.0  # wall clock, seconds since the epoch
+    infer_workers: tuple[WorkerFigures, ...] = ()
 
     @property
     def finished(self) -> int:
@@ -123,7 +156,8 @@ class Stats:
     # -- called by readers ------------------------------------------------------------------------
     def snapshot(self, *, pages_total: int, discovering: bool, done: dict[str, int],
                  queue_depth: dict[str, int], last_error: str | None,
-                 queue_max: dict[str, int] | None = None, resources: ResourceSample | None = None) -> Snapshot:
+                 queue_max: dict[str, int] | None = None, resources: ResourceSample | None = None,
+                 infer_workers: tuple[WorkerFigures, ...] = ()) -> Snapshot:
         done = dict(done)
         processed = sum(done.values()) - done.get("skipped", 0)
         with self._lock:
@@ -140,7 +174,7 @@ class Stats:
                     for i, s in enumerate(STAGES)}
         return Snapshot(now - self.started, pages_total, discovering, done, dict(queue_depth), busy, batches,
                         batch_pages, last_batch, last_error, dict(self.workers), dict(queue_max or {}),
-                        rate_now, busy_now, resources, self.started_at)
+                        rate_now, busy_now, resources, self.started_at, tuple(infer_workers))
 
     def _recent(self, now: float, processed: int, mean_batch: float) -> tuple[float, int, tuple[float, ...]]:
         """The newest remembered point at least RECENT_S old with two mean batches since; else the oldest."""
@@ -168,6 +202,8 @@ def summary_dict(snap: Snapshot) -> dict[str, Any]:
         "mean_batch": round(snap.mean_batch, 2),
         "stage_busy_pct": {s: round(100 * v, 1) for s, v in snap.busy_avg.items()},
     }
+    if snap.infer_workers:
+        figures["infer_workers"] = [w.as_dict() for w in snap.infer_workers]
     res = snap.resources
     if res is not None:
         figures["gpus"] = [{"index": g.index, "name": g.name,

@@ -8,6 +8,8 @@
     │ stage    waiting        busy                                              │
     │ decode   12/64 pages    ███▊       38%                                    │
     │ ...                                                                       │
+    │ cuda:0   154 batches · 7.6 mean · busy 98% · compute 9m20s · copy 1.2 s  │
+    │          · cap 8 · buffers 24 made, 0 after warm-up                       │
     │ gpu0     NVIDIA H200  util ████████▌ 95%  VRAM 30.1/139.8 GiB              │
     │ last error  scan.pdf page 3: InferenceError: ...                          │
     ╰───────────────────────────────────────────────────────────────────────────╯
@@ -23,7 +25,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from ..pipeline.stats import STAGES, Snapshot
+from ..pipeline.stats import STAGES, Snapshot, WorkerFigures
 from . import fmt
 
 _EIGHTHS = " ▏▎▍▌▋▊▉"
@@ -40,7 +42,8 @@ def meter(fraction: float, width: int = 10) -> Text:
 
 
 def render_panel(snap: Snapshot, title: str = "ocrbatch") -> RenderableType:
-    return Panel(Group(_progress(snap), _figures(snap), _stages(snap), _resources(snap), *_last_error(snap)),
+    return Panel(Group(_progress(snap), _figures(snap), _stages(snap), _workers(snap), _resources(snap),
+                       *_last_error(snap)),
                  title=Text(title, style="bold"), title_align="left", border_style="blue")
 
 
@@ -96,6 +99,27 @@ def _stages(snap: Snapshot) -> Table:
                     style="bold" if stage == busiest and busy >= 0.5 else "")
         table.add_row(name, waiting, meter(busy), fmt.pct(busy))
     return table
+
+
+def worker_line(w: WorkerFigures) -> str:
+    """One infer worker's figures (the panel and the summary table share it)."""
+    parts = [f"{w.batches:,} batches", f"{w.mean_batch:.1f} mean", f"busy {fmt.pct(w.busy_frac)}",
+             f"compute {fmt.wall(w.compute_s)}", f"copy {fmt.wall(w.copy_s)}"]
+    if w.cap is not None:
+        parts.append(f"cap {w.cap}")
+    if w.allocations is not None:
+        after = "?" if w.allocations_after_warmup is None else f"{w.allocations_after_warmup:,}"
+        parts.append(f"buffers {w.allocations:,} made, {after} after warm-up")
+    return " · ".join(parts)
+
+
+def _workers(snap: Snapshot) -> Table:
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="dim", no_wrap=True)
+    grid.add_column()
+    for w in snap.infer_workers:
+        grid.add_row(w.device or "infer", worker_line(w))
+    return grid
 
 
 def _resources(snap: Snapshot) -> Table:

@@ -34,6 +34,8 @@ def summary_table(summary: Summary) -> Table:
     busy = f.get("stage_busy_pct", {})
     table.add_row("stage busy", " · ".join(f"{s} {v:.0f}%" for s, v in busy.items()))
     table.add_row("batches", f"{f.get('batches', 0)}, mean {f.get('mean_batch', 0):.1f} pages")
+    for w in f.get("infer_workers", []):
+        table.add_row(w["device"] or "infer", _worker(w))
     for g in f.get("gpus", []):
         util = "n/a" if g["util_mean_pct"] is None else f"{g['util_mean_pct']:.0f}%"
         table.add_row(f"gpu{g['index']}", f"{g['name']}: utilization mean {util}, peak VRAM "
@@ -45,6 +47,18 @@ def summary_table(summary: Summary) -> Table:
     table.add_row("engine", _engine(summary.engine))
     table.add_row("output", str(summary.output))
     return table
+
+
+def _worker(w: dict) -> str:
+    """One infer worker: cuda:0  154 batches, mean 7.6 · busy 98% · compute 9m20s · copy 0.4 s · cap 8 · ..."""
+    parts = [f"{w['batches']} batches, mean {w['mean_batch']:.1f}", f"busy {w['busy_pct']:.0f}%",
+             f"compute {fmt.wall(w['compute_s'])}", f"copy {fmt.wall(w['copy_s'])}"]
+    if w.get("batch_cap") is not None:
+        parts.append(f"cap {w['batch_cap']}")
+    if w.get("buffer_allocations") is not None:
+        after = w.get("buffer_allocations_after_warmup")
+        parts.append(f"buffers {w['buffer_allocations']} made, {'?' if after is None else after} after warm-up")
+    return " · ".join(parts)
 
 
 def _engine(info: dict) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from typing import Sequence
@@ -9,6 +10,7 @@ from typing import Sequence
 from ocrbatch.engines.base import Engine
 from ocrbatch.engines.fake import FakeEngine
 from ocrbatch.errors import EngineLoadError
+from ocrbatch.gpu.pool import BufferPool
 from ocrbatch.records import PageImage, PageOutput
 
 
@@ -72,3 +74,62 @@ class OomAboveEngine(FakeEngine):
 
 class OutOfMemoryError(RuntimeError):
     """Named like torch.cuda.OutOfMemoryError, which the worker recognises."""
+
+
+class PooledEngine(FakeEngine):
+    """Prepares each page into a slot of a two-slot BufferPool, as the DeepSeek engine does with its tiles, and
+    holds its first batch until a decode thread has been made to wait for a slot (back-pressure), so that the
+    test sees the wait without depending on timing. A page whose name contains "poison" fails in `prepare`
+    after taking its slot."""
+
+    name = "pooled"
+    last: "PooledEngine | None" = None
+
+    def __init__(self, options) -> None:
+        super().__init__(options)
+        self.pool = BufferPool(slots_per_shape=2)
+        type(self).last = self
+
+    def prepare(self, page):
+        slot = self.pool.acquire((4,))
+        if "poison" in page.ref.source.path.name:
+            self.pool.release(slot)
+            raise ValueError("cannot preprocess this page")
+        return dataclasses.replace(page, prepared=slot)
+
+    def waited_s(self) -> float:
+        return self.pool.waited_s()
+
+    def abort(self) -> None:
+        self.pool.close()
+
+    def infer(self, pages):
+        deadline = time.monotonic() + 10
+        while self.pool.waits == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return super().infer(pages)
+
+    def release(self, pages) -> None:
+        for page in pages:
+            if page.prepared is not None:
+                self.pool.release(page.prepared)
+
+    def buffer_stats(self):
+        return {"allocations": self.pool.allocations}
+
+
+class StagingRecorder(FakeEngine):
+    """Records the order of its stage / infer / release calls (by the first page's name)."""
+
+    name = "staging-recorder"
+    calls: list[str] = []
+
+    def stage(self, pages) -> None:
+        type(self).calls.append("stage " + pages[0].ref.source.path.stem)
+
+    def infer(self, pages):
+        type(self).calls.append("infer " + pages[0].ref.source.path.stem)
+        return super().infer(pages)
+
+    def release(self, pages) -> None:
+        type(self).calls.append("release " + pages[0].ref.source.path.stem)

@@ -1,0 +1,159 @@
+"""Layout: text lines with boxes → Markdown. Synthetic boxes, so these run in milliseconds."""
+
+from __future__ import annotations
+
+import math
+
+from ocrbatch.layout import lines_to_markdown
+from ocrbatch.layout.skew import lines_from_quads
+from ocrbatch.records import TextLine
+
+H = 26  # a body line's box height in pixels, about 10 pt text at 150 dpi
+LEAD = 28
+
+
+def line(text: str, x: float, y: float, w: float | None = None, h: float = H) -> TextLine:
+    w = w if w is not None else 11 * len(text)
+    return TextLine(text, (x, y, x + w, y + h))
+
+
+def column(texts: list[str], x: float, y: float, width: float) -> list[TextLine]:
+    """Justified lines filling `width`, except a paragraph's last line."""
+    out = []
+    for i, t in enumerate(texts):
+        last = i == len(texts) - 1
+        out.append(line(t, x, y + i * LEAD, w=min(width, 11 * len(t)) if last else width))
+    return out
+
+
+LEFT = ["Alpha one begins the left column and", "alpha two carries on with more words",
+        "alpha three keeps going to the end of", "alpha four, which closes the column."]
+RIGHT = ["Beta one opens the right column with", "beta two that follows it closely and",
+         "beta three that also fills its line", "beta four ends the right column."]
+
+
+def test_two_columns_are_read_column_by_column_under_a_full_width_title():
+    title = [line("A Study of Two Columns", 300, 60, h=52)]
+    lines = title + column(LEFT, 100, 200, 480) + column(RIGHT, 640, 200, 480)
+    md = lines_to_markdown(lines, 1240, 1750)
+    assert md.startswith("# A Study of Two Columns\n")
+    order = [md.index(t.split()[1] if i == 0 else t) for i, t in enumerate(LEFT + RIGHT)]
+    assert order == sorted(order), md
+    assert md.index("alpha four") < md.index("Beta one")
+
+
+def test_columns_with_aligned_paragraph_breaks_are_not_interleaved():
+    # Both columns break their paragraphs at the same height: still left column first.
+    left = column(LEFT[:2], 100, 200, 480) + column(LEFT[2:], 100, 300, 480)
+    right = column(RIGHT[:2], 640, 200, 480) + column(RIGHT[2:], 640, 300, 480)
+    md = lines_to_markdown(left + right, 1240, 1750)
+    assert md.index("alpha four") < md.index("Beta one"), md
+
+
+def test_wide_element_between_column_sections_keeps_its_place():
+    top = column(LEFT[:2], 100, 200, 480) + column(RIGHT[:2], 640, 200, 480)
+    wide = [line("E = m c squared, a wide equation across both columns (1)", 200, 300, w=840)]
+    bottom = column(LEFT[2:], 100, 380, 480) + column(RIGHT[2:], 640, 380, 480)
+    md = lines_to_markdown(top + wide + bottom, 1240, 1750)
+    marks = ["alpha two", "beta two", "wide equation", "alpha three", "beta three"]
+    positions = [md.index(m) for m in marks]
+    assert positions == sorted(positions), md
+
+
+def test_paragraph_lines_are_joined_and_dehyphenated():
+    lines = column(["The quick brown fox jumps over the lazy", "dog and then it runs into the dis-",
+                    "tance without looking back."], 100, 200, 900)
+    md = lines_to_markdown(lines, 1240, 1750)
+    assert md.strip() == ("The quick brown fox jumps over the lazy dog and then it runs into the "
+                          "distance without looking back.")
+
+
+def test_heading_by_height_and_numbered_section_heading():
+    lines = [line("Big Title", 100, 100, h=60)]
+    lines += column(["Some body text that fills the whole width of the", "page and ends here."], 100, 200, 900)
+    lines += [line("2.1 Method", 100, 320)]
+    lines += column(["More body text that fills the whole width of the", "page and ends there."], 100, 380, 900)
+    md = lines_to_markdown(lines, 1240, 1750)
+    assert md.splitlines()[0] == "# Big Title"
+    assert "### 2.1 Method" in md.splitlines()
+
+
+def test_bullet_and_numbered_lists():
+    lines = [line("Things to bring:", 100, 100)]
+    lines += [line("• a towel", 130, 140), line("• a guide that is long enough to wrap onto a", 130, 168, w=900),
+              line("second line", 160, 196), line("• tea", 130, 224)]
+    lines += [line("1. first step", 130, 300), line("2. second step", 130, 328)]
+    md = lines_to_markdown(lines, 1240, 1750)
+    assert "- a towel\n- a guide that is long enough to wrap onto a second line\n- tea" in md
+    assert "1. first step\n2. second step" in md
+
+
+def test_aligned_cells_become_a_pipe_table():
+    lines = column(["A paragraph before the table, long enough to fill", "the line."], 100, 100, 900)
+    rows = [("Animal", "Description", "Price"), ("Gnat", "per gram", "13.65"), ("Gnu", "stuffed", "92.50"),
+            ("Emu", "stuffed", "33.33")]
+    for r, cells in enumerate(rows):
+        for c, text in enumerate(cells):
+            lines.append(line(text, 300 + 200 * c, 240 + r * LEAD, w=11 * len(text)))
+    lines += column(["A paragraph after the table, long enough to fill", "the line."], 100, 400, 900)
+    md = lines_to_markdown(lines, 1240, 1750)
+    assert "| Animal | Description | Price |\n|---|---|---|\n| Gnat | per gram | 13.65 |" in md
+    assert "| Emu | stuffed | 33.33 |" in md
+    assert md.index("before the table") < md.index("| Animal") < md.index("after the table")
+
+
+def test_receipt_label_value_rows_stay_lines_in_top_to_bottom_order():
+    rows = [("TOTAL SALES", "37.50"), ("DISCOUNT", "0.00"), ("TOTAL GST", "2.25"), ("CASH", "39.75")]
+    lines = [line("SHOP NAME SDN BHD", 250, 50)]
+    for r, (label, value) in enumerate(rows):
+        lines += [line(label, 40, 120 + r * 44, h=40), line(value, 700, 122 + r * 44, h=40)]
+    md = lines_to_markdown(lines, 932, 1400)
+    assert "|" not in md
+    got = [l.strip() for l in md.replace("  \n", "\n").splitlines() if l.strip()]
+    assert got[-4:] == ["TOTAL SALES 37.50", "DISCOUNT 0.00", "TOTAL GST 2.25", "CASH 39.75"]
+
+
+def test_running_head_and_page_number_are_kept_as_text():
+    lines = [line("Journal of Tests", 100, 40), line("7", 1100, 40, w=14)]
+    lines += column(["Body text " * 5, "more body text " * 3], 100, 200, 1000)
+    lines += [line("Page 7", 600, 1650)]
+    md = lines_to_markdown(lines, 1240, 1750)
+    assert md.startswith("Journal of Tests 7")
+    assert md.rstrip().endswith("Page 7")
+
+
+def test_skewed_scan_quads_are_straightened_before_layout():
+    """A page turned by 1.2 degrees: columns drift by more than their gutter from top to bottom."""
+    angle = math.radians(1.2)
+
+    def quad(t: TextLine):
+        x0, y0, x1, y1 = t.box
+        cx, cy = 620, 875
+        rot = lambda x, y: (cx + (x - cx) * math.cos(angle) - (y - cy) * math.sin(angle),  # noqa: E731
+                            cy + (x - cx) * math.sin(angle) + (y - cy) * math.cos(angle))
+        return [rot(x0, y0), rot(x1, y0), rot(x1, y1), rot(x0, y1)]
+
+    left = column(LEFT * 6, 100, 100, 480)
+    right = column(RIGHT * 6, 620, 100, 480)  # a 40 px gutter
+    straight = left + right
+    lines = lines_from_quads([quad(t) for t in straight], [t.text for t in straight], [1.0] * len(straight),
+                             1240, 1750)
+    md = lines_to_markdown(lines, 1240, 1750)
+    assert md.rindex("alpha four") < md.index("Beta one"), md
+
+
+def test_empty_page_gives_empty_markdown():
+    assert lines_to_markdown([], 100, 100) == ""
+    assert lines_to_markdown([TextLine("   ", (0, 0, 10, 10))], 100, 100) == ""
+
+
+def test_hanging_indent_keeps_a_description_item_in_one_paragraph():
+    lines = [line("r Given as r(token), this denotes a required delimited ar-", 100, 200, w=900),
+             line("gument that is read up to the closing token, and that", 130, 228, w=870),
+             line("gives an error when it is missing.", 130, 256, w=400),
+             line("o A standard optional argument, in square brackets, which", 100, 300, w=900),
+             line("may be left out.", 130, 328, w=200)]
+    md = lines_to_markdown(lines, 1240, 1750)
+    paras = md.strip().split("\n\n")
+    assert len(paras) == 2, md
+    assert "delimited argument that is read" in paras[0]

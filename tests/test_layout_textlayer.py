@@ -1,0 +1,134 @@
+"""The PDF text-layer fast path: born-digital PDFs written here by hand, read without OCR."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ocrbatch import textlayer
+from ocrbatch.config import RunConfig
+from ocrbatch.pdfium import PdfHandle
+from ocrbatch.pipeline.run import run
+from ocrbatch.records import Status
+
+LEFT = ["Alpha one begins the left column of", "this page and alpha two carries on,",
+        "alpha three keeps going a little and", "alpha four closes the left column."]
+RIGHT = ["Beta one opens the right column of", "the page and beta two follows it on,",
+         "beta three fills the line as well and", "beta four ends the right column."]
+TABLE = [("Animal", "Description", "Price"), ("Gnat", "per gram", "13.65"), ("Gnu", "stuffed", "92.50"),
+         ("Emu", "stuffed", "33.33")]
+
+
+def _escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
+
+
+def write_pdf(path: Path, pages: list[list[tuple[str, float, float, float]]]) -> Path:
+    """A PDF whose pages hold Helvetica text: (text, x, y, size) in points, y from the bottom."""
+    objects: list[bytes] = []
+    kids = []
+    for items in pages:
+        content = "".join(f"BT /F{2 if size >= 16 else 1} {size} Tf {x} {y} Td ({_escape(t)}) Tj ET\n"
+                          for t, x, y, size in items).encode("latin-1")
+        objects.append(b"<< /Length %d >>\nstream\n" % len(content) + content + b"endstream")
+        content_id = len(objects) + 2  # objects 1 and 2 are the catalog and the page tree
+        objects.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {content_id} 0 R "
+                       f"/Resources << /Font << /F1 FONT1 0 R /F2 FONT2 0 R >> >> >>".encode())
+        kids.append(len(objects) + 2)
+    font1, font2 = len(objects) + 3, len(objects) + 4
+    objects = [o.replace(b"FONT1", str(font1).encode()).replace(b"FONT2", str(font2).encode()) for o in objects]
+    objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>")
+    objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica-Bold /Encoding /WinAnsiEncoding >>")
+    objects = [b"<< /Type /Catalog /Pages 2 0 R >>",
+               f"<< /Type /Pages /Kids [{' '.join(f'{k} 0 R' for k in kids)}] /Count {len(kids)} >>".encode()] \
+        + objects
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for n, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % n + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(bytes(out))
+    return path
+
+
+def article_page() -> list[tuple[str, float, float, float]]:
+    items = [("Results of the Study", 200, 720, 20)]
+    items += [(t, 72, 660 - 14 * i, 10) for i, t in enumerate(LEFT)]
+    items += [(t, 320, 660 - 14 * i, 10) for i, t in enumerate(RIGHT)]
+    items += [("The table below lists the animals we counted on the farm.", 72, 560, 10)]
+    for r, cells in enumerate(TABLE):
+        items += [(c, 150 + 110 * k, 530 - 14 * r, 10) for k, c in enumerate(cells)]
+    return items
+
+
+@pytest.fixture()
+def born_digital(tmp_path: Path) -> Path:
+    return write_pdf(tmp_path / "in" / "article.pdf", [article_page()])
+
+
+def test_born_digital_page_reads_through_the_text_layer(born_digital: Path):
+    handle = PdfHandle(born_digital)
+    try:
+        text = handle.text_chars(0)
+    finally:
+        handle.close()
+    assert textlayer.unusable(text) is None
+    page = textlayer.page_markdown(text, 150)
+    md = page.markdown
+    assert md.startswith("# Results of the Study\n")
+    assert md.index("alpha four closes") < md.index("Beta one opens")  # column order
+    assert "| Gnat | per gram | 13.65 |" in md
+    assert md.index("Beta") < md.index("| Animal")
+
+
+def test_empty_and_garbage_layers_are_refused(tmp_path: Path):
+    empty = write_pdf(tmp_path / "empty.pdf", [[("7", 300, 40, 10)]])
+    garbage = write_pdf(tmp_path / "garbage.pdf", [[("\x80\x81\x82 \x83\x84 ~~~ ^^^ ||| \x85\x86\x87 @@@ ###", 72,
+                                                     700, 10)] * 3])
+    for path, why in ((empty, "empty"), (garbage, "garbage")):
+        handle = PdfHandle(path)
+        try:
+            text = handle.text_chars(0)
+        finally:
+            handle.close()
+        assert textlayer.page_markdown(text, 150) is None
+        assert why in textlayer.unusable(text)
+
+
+def test_convert_takes_the_text_layer_path_and_records_it(born_digital: Path, tmp_path: Path):
+    out = tmp_path / "out"
+    summary = run(RunConfig(inputs=(str(born_digital),), output=out, engine="fake", text_layer="auto"))
+    assert summary.counts["ok"] == 1
+    md = (out / "article.md").read_text() if (out / "article.md").exists() else \
+        (out / "article" / "page-0001.md").read_text()
+    assert "alpha four closes" in md  # real text, not the fake engine's description
+    record = json.loads((out / "manifest.jsonl").read_text().splitlines()[0])
+    assert record["info"]["path"] == "text-layer"
+
+
+def test_text_layer_off_sends_the_page_to_the_engine(born_digital: Path, tmp_path: Path):
+    out = tmp_path / "out"
+    run(RunConfig(inputs=(str(born_digital),), output=out, engine="fake", text_layer="off"))
+    record = json.loads((out / "manifest.jsonl").read_text().splitlines()[0])
+    assert record.get("info", {}).get("path") != "text-layer"
+
+
+def test_text_layer_only_fails_pages_without_a_layer(tmp_path: Path):
+    from PIL import Image
+
+    scan = tmp_path / "in" / "scan.png"
+    scan.parent.mkdir(parents=True)
+    Image.new("RGB", (200, 100), "white").save(scan)
+    out = tmp_path / "out"
+    summary = run(RunConfig(inputs=(str(scan),), output=out, engine="fake", text_layer="only"))
+    assert summary.counts["failed"] == 1
+    record = json.loads((out / "manifest.jsonl").read_text().splitlines()[0])
+    assert record["status"] == Status.FAILED.value
+    assert "text-layer only" in record["error"]

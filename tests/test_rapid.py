@@ -1,0 +1,125 @@
+"""The embedded PP-OCR engine on pages drawn here with known structure (real OCR, a few seconds)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PIL import Image, ImageDraw, ImageFont
+
+from ocrbatch.config import EngineOptions
+from ocrbatch.engines.rapid import RapidOcrEngine, clean_texts
+from ocrbatch.records import PageImage
+
+LEFT = ["The left column starts right here", "and then it runs all the way down", "to its very own bottom line."]
+RIGHT = ["Then the right column goes on", "with more of the same kind of text", "and so it ends the whole page."]
+
+
+@pytest.fixture(scope="module")
+def engine():
+    e = RapidOcrEngine(EngineOptions())
+    e.load("cpu")
+    yield e
+    e.close()
+
+
+def _font(size: int):
+    return ImageFont.load_default(size=size)
+
+
+def article() -> Image.Image:
+    im = Image.new("RGB", (1160, 520), "white")
+    d = ImageDraw.Draw(im)
+    d.text((250, 40), "Harvest Report", font=_font(56), fill="black")
+    for i, (a, b) in enumerate(zip(LEFT, RIGHT)):
+        d.text((60, 200 + 44 * i), a, font=_font(30), fill="black")
+        d.text((620, 200 + 44 * i), b, font=_font(30), fill="black")
+    return im
+
+
+def table() -> Image.Image:
+    rows = [("Fruit", "Kilos", "Price"), ("Apples", "120", "3.50"), ("Pears", "80", "4.20"),
+            ("Plums", "45", "5.10")]
+    im = Image.new("RGB", (900, 320), "white")
+    d = ImageDraw.Draw(im)
+    for r, cells in enumerate(rows):
+        for c, text in enumerate(cells):
+            d.text((80 + 280 * c, 40 + 60 * r), text, font=_font(30), fill="black")
+    return im
+
+
+def _page(im: Image.Image) -> PageImage:
+    return PageImage(ref=None, image=im)  # type: ignore[arg-type] - the engine reads only the image
+
+
+def _norm(md: str) -> str:
+    return " ".join(md.replace("|", " ").split()).lower()
+
+
+def test_heading_and_two_columns_in_reading_order(engine):
+    out = engine.infer([_page(article())])[0]
+    md = out.markdown
+    assert out.info["path"] == "ocr"
+    assert md.splitlines()[0].startswith("# ") and "harvest report" in md.splitlines()[0].lower()
+    text = _norm(md)
+    assert text.index("bottom line") < text.index("then the right column"), md
+    assert text.index("the left column") < text.index("bottom line")
+
+
+def test_table_becomes_a_pipe_table(engine):
+    md = engine.infer([_page(table())])[0].markdown
+    rows = [r for r in md.splitlines() if r.startswith("|")]
+    assert len(rows) == 5, md  # header, rule, three rows
+    assert rows[1].replace(" ", "") == "|---|---|---|"
+    assert [c.strip().lower() for c in rows[2].strip("|").split("|")] == ["apples", "120", "3.50"]
+
+
+def test_batch_of_pages_keeps_each_page_its_own_text(engine):
+    outs = engine.infer([_page(table()), _page(article()), _page(Image.new("RGB", (300, 200), "white"))])
+    assert "apples" in _norm(outs[0].markdown) and "harvest" not in _norm(outs[0].markdown)
+    assert "harvest" in _norm(outs[1].markdown) and "apples" not in _norm(outs[1].markdown)
+    assert outs[2].markdown == ""
+
+
+def test_upside_down_page_is_read_the_right_way_up(engine):
+    md = engine.infer([_page(article().rotate(180))])[0]
+    assert "harvest report" in _norm(md.markdown)
+    assert md.info.get("rotated") == 180
+    text = _norm(md.markdown)
+    assert text.index("harvest report") < text.index("the left column")
+
+
+def test_space_hidden_behind_blank_frames_is_restored():
+    from ocrbatch.engines.ppocr import Recognizer
+
+    rec = Recognizer.__new__(Recognizer)
+    rec.chars = ["<blank>", "a", "b", " "]
+    rec.space = 3
+    idx = np.array([1, 0, 0, 0, 2, 0])
+    best = np.ones(6, np.float32)
+    quiet = np.zeros(6, np.float32)
+    assert rec._decode(idx, best, quiet, 6)[0] == "ab"
+    hint = quiet.copy()
+    hint[2] = 0.3  # the space class came close in the gap
+    assert rec._decode(idx, best, hint, 6)[0] == "a b"
+
+
+def test_stray_cjk_output_is_dropped_on_a_latin_page():
+    texts = ["TOTAL SALES (EXCLUDING GST) 37.50", "THANK YOU PLEASE COME AGAIN", "家家家家冰家家", "Tel（03）1234"]
+    assert clean_texts(texts) == ["TOTAL SALES (EXCLUDING GST) 37.50", "THANK YOU PLEASE COME AGAIN", "",
+                                  "Tel(03)1234"]
+    chinese = ["发票号码", "合计金额", "谢谢"]
+    assert clean_texts(chinese) == chinese
+
+
+def test_a_page_that_fails_detection_fails_alone(engine, monkeypatch):
+    real = engine._detect
+
+    def flaky(page):
+        if page.image.shape[1] == 333:
+            raise RuntimeError("detector broke on this page")
+        real(page)
+
+    monkeypatch.setattr(engine, "_detect", flaky)
+    outs = engine.infer([_page(table()), _page(Image.new("RGB", (333, 200), "white"))])
+    assert "apples" in _norm(outs[0].markdown)
+    assert isinstance(outs[1], RuntimeError)

@@ -6,13 +6,13 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Callable, NoReturn, Optional
 
 import typer
 
 from . import __version__
 from .config import EngineOptions
-from .errors import ExitCode, OcrbatchError
+from .errors import ExitCode, OcrbatchError, UsageError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Batch-convert scanned PDFs and page images to Markdown, one file per page.")
@@ -88,11 +88,30 @@ def convert(
 ) -> None:
     """Convert documents to Markdown: OUT/NAME.md per image, OUT/NAME/page-0001.md per PDF page."""
     _setup_logging(quiet, verbose)
+
+    def convert_all() -> ExitCode:
+        from .config import PageSelection, RunConfig, default_workers
+        from .engines import registry
+
+        if engine not in registry.names():
+            raise UsageError(f"unknown engine {engine!r}; choose one of: {', '.join(registry.names())}")
+        config = RunConfig(
+            inputs=tuple(inputs), output=output, engine=engine,
+            engine_options=EngineOptions(model=model, dtype=dtype, prompt=prompt, max_new_tokens=max_new_tokens),
+            devices=devices, dpi=dpi, text_layer=text_layer, max_batch=max_batch, max_wait_ms=max_wait_ms,
+            workers=workers or default_workers(), pages=PageSelection.parse(pages) if pages else None,
+            force=force, null_separated=null,
+        )
+        return _run_convert(config, as_json=as_json, quiet=quiet, progress=not no_progress,
+                            log_every=log_every, metrics_file=metrics_file)
+
+    _exit_with(convert_all, verbose)
+
+
+def _exit_with(command: Callable[[], int], verbose: int) -> NoReturn:
+    """Run a command and exit with its code; the one place where errors become exit codes."""
     try:
-        options = EngineOptions(model=model, dtype=dtype, prompt=prompt, max_new_tokens=max_new_tokens)
-        code = _convert(inputs, output, engine, options, dpi, max_batch, max_wait_ms, workers, pages, force,
-                        null, as_json, quiet, progress=not no_progress, log_every=log_every,
-                        metrics_file=metrics_file, devices=devices, text_layer=text_layer)
+        code = command()
     except OcrbatchError as exc:
         log.error("%s", exc, exc_info=verbose > 0)
         code = exc.exit_code
@@ -106,26 +125,13 @@ def convert(
     raise typer.Exit(int(code))
 
 
-def _convert(inputs, output, engine, options, dpi, max_batch, max_wait_ms, workers, pages, force, null, as_json,
-             quiet, *, progress=True, log_every=30.0, metrics_file=None, devices="auto",
-             text_layer="auto") -> ExitCode:
-    from .config import PageSelection, RunConfig, default_workers
-    from .engines import registry
+def _run_convert(config, *, as_json: bool, quiet: bool, progress: bool, log_every: float,
+                 metrics_file: Path | None) -> ExitCode:
     from .pipeline.run import run
 
-    if engine not in registry.names():
-        from .errors import UsageError
-
-        raise UsageError(f"unknown engine {engine!r}; choose one of: {', '.join(registry.names())}")
-    config = RunConfig(
-        inputs=tuple(inputs), output=output, engine=engine, engine_options=options, dpi=dpi, max_batch=max_batch,
-        max_wait_ms=max_wait_ms, workers=workers or default_workers(),
-        pages=PageSelection.parse(pages) if pages else None, force=force, null_separated=null,
-        devices=devices, text_layer=text_layer,
-    )
-    reporter = _reporter(quiet, progress, log_every, metrics_file, engine, output)
+    reporter = _reporter(quiet, progress, log_every, metrics_file, config.engine, config.output)
     with reporter:
-        summary = run(config, stdin=sys.stdin if "-" in inputs else None, watch=reporter.watch)
+        summary = run(config, stdin=sys.stdin if "-" in config.inputs else None, watch=reporter.watch)
         reporter.finish(summary)
     for source, key in summary.renamed:
         log.warning("%s: another input maps to the same output name; written as %s", source, key)
@@ -171,20 +177,16 @@ def bench(
     """Throughput of the pipeline on a random DeepSeek-OCR-2 (no weights needed): pages/s per batch size,
     GPU utilization, peak VRAM, buffer allocations after warm-up, and the gain over a one-page-at-a-time loop."""
     _setup_logging(quiet, verbose)
-    try:
+
+    def run_bench() -> int:
         from .bench import BenchConfig, main as bench_main, parse_sizes
 
         config = BenchConfig(arch=arch, batch_sizes=parse_sizes(batch_sizes), pages=pages, pages_dir=pages_dir,
                              max_new_tokens=max_new_tokens, loop_pages=loop_pages, device=device, workers=workers,
                              budget_s=budget_s)
-        code = bench_main(config, json_out=as_json, quiet=quiet)
-    except OcrbatchError as exc:
-        log.error("%s", exc, exc_info=verbose > 0)
-        code = exc.exit_code
-    except KeyboardInterrupt:
-        log.error("interrupted")
-        code = ExitCode.INTERRUPTED
-    raise typer.Exit(int(code))
+        return bench_main(config, json_out=as_json, quiet=quiet)
+
+    _exit_with(run_bench, verbose)
 
 
 @app.command()

@@ -157,3 +157,12 @@ def test_hanging_indent_keeps_a_description_item_in_one_paragraph():
     paras = md.strip().split("\n\n")
     assert len(paras) == 2, md
     assert "delimited argument that is read" in paras[0]
+
+
+def test_header_box_run_across_two_columns_is_split_into_its_words():
+    lines = [line("Dept", 100, 100), line("Mon", 300, 100), line("Tue Wed", 500, 100, w=260)]
+    for r, cells in enumerate([("Legal", "412", "390", "455"), ("Audit", "120", "130", "140")]):
+        lines += [line(t, 100 + 200 * c, 140 + 40 * r) for c, t in enumerate(cells)]
+    md = lines_to_markdown(lines, 1240, 1750)
+    assert "| Dept | Mon | Tue | Wed |" in md, md
+    assert "| Legal | 412 | 390 | 455 |" in md

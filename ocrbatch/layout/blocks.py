@@ -71,7 +71,7 @@ def build_blocks(rows: Sequence[Row], h: float) -> list[Block]:
             cur.lines[0] = _join(cur.lines[0], text)
             cur.last = row
         elif cur is not None and cur.kind == "para" and _continues(cur, row, h, edges):
-            if _is_full(cur.last, edges, h) and not _is_form_row(cur.last, h) and not _is_form_row(row, h):
+            if _wraps(cur.last, row, edges, h) and not _is_form_row(cur.last, h) and not _is_form_row(row, h):
                 cur.lines[-1] = _join(cur.lines[-1], text)
             else:
                 cur.lines.append(text)
@@ -114,6 +114,18 @@ def _is_full(row: Row | None, edges, h: float) -> bool:
         return False
     left, right = edges[row.column]
     return row.x1 >= right - max(2.0 * h, 0.06 * (right - left))
+
+
+def _wraps(last: Row, nxt: Row, edges, h: float) -> bool:
+    """Did the text wrap after `last`? Yes when it reaches the column's edge, or when the next row's
+    first word would not have fitted in the space left (ragged-right text)."""
+    if _is_full(last, edges, h):
+        return True
+    words = nxt.text.split()
+    if not words or nxt.column != last.column:
+        return False
+    char_w = (nxt.x1 - nxt.x0) / max(1, len(nxt.text))
+    return last.x1 + char_w * (len(words[0]) + 1) > edges[last.column][1]
 
 
 def _tall(row: Row, h: float) -> float:
@@ -160,7 +172,7 @@ def _continues(cur: Block | None, row: Row, h: float, edges) -> bool:
             abs(row.x0 - edges[row.column][0]) <= 0.8 * h
     if _gap(last, row) > 0.9 * h:
         return False
-    full, ended = _is_full(last, edges, h), _SENTENCE_END.search(last.text)
+    full, ended = _wraps(last, row, edges, h), _SENTENCE_END.search(last.text)
     if row.x0 > cur.left + 0.8 * h and len(cur.lines) == 1 and cur.lines[0] == last.text and full and not ended:
         cur.left = row.x0  # a hanging indent (description lists): the first line sticks out
         return True
@@ -168,7 +180,7 @@ def _continues(cur: Block | None, row: Row, h: float, edges) -> bool:
         return True  # a word split over the line end
     if row.x0 < cur.left - 1.0 * h or row.x0 > cur.left + 0.8 * h:
         return False  # outdented, or an indented first line: a new paragraph
-    if not _is_full(last, edges, h) and _SENTENCE_END.search(last.text):
+    if not full and ended:
         return False
     return True
 

@@ -66,8 +66,14 @@ def _run_end(rows: Sequence[Row], start: int, h: float) -> int:
 
 
 def _build(rows: Sequence[Row], h: float) -> Table | None:
-    multi = [r for r in rows if _multi(r, h)]
-    cells = [c for r in multi for c in r.cells(cell_gap(h))]
+    split = [r.cells(cell_gap(h)) for r in rows]
+    # Column bounds come from the rows with the most cells: a header cell spanning several columns,
+    # or two cells set too close together in one row, would otherwise merge columns.
+    most = max(len(c) for c in split)
+    model = [c for c in split if len(c) == most]
+    if len(model) < 2:
+        model = [c for c in split if len(c) >= 2]
+    cells = [cell for row in model for cell in row]
     bounds = gaps(((c[0].box[0], c[-1].box[2]) for c in cells), 0.3 * h)
     ncol = len(bounds) + 1
     if ncol < MIN_COLUMNS:
@@ -77,13 +83,31 @@ def _build(rows: Sequence[Row], h: float) -> Table | None:
     table_rows: list[list[str]] = []
     for row in rows:
         texts = [""] * ncol
-        for cell in row.cells(cell_gap(h)):
-            x = (cell[0].box[0] + cell[-1].box[2]) / 2
-            k = sum(1 for c in cuts if x > c)
-            text = " ".join(l.text.strip() for l in cell)
-            texts[k] = f"{texts[k]} {text}".strip()
-            used[k] += 1
+        row_cells = row.cells(cell_gap(h))
+        for cell in row_cells:  # a lone cell (a wrapped description) stays whole
+            for x, text in _pieces(cell, cuts if len(row_cells) > 1 else []):
+                k = sum(1 for c in cuts if x > c)
+                texts[k] = f"{texts[k]} {text}".strip()
+                used[k] += 1
         table_rows.append(texts)
     if sum(1 for u in used if u >= 2) < MIN_COLUMNS:
         return None
     return Table(table_rows)
+
+
+def _pieces(cell, cuts: list[float]) -> list[tuple[float, str]]:
+    """(x, text) of a cell; a box the detector ran across column bounds ("Wed Thu Fri") is split
+    into its words, each placed where it sits, estimating the box's characters as equally wide."""
+    x0, x1 = cell[0].box[0], cell[-1].box[2]
+    text = " ".join(l.text.strip() for l in cell)
+    crossed = sum(1 for c in cuts if x0 < c < x1)
+    words = text.split()
+    if crossed == 0 or len(words) <= crossed:
+        return [((x0 + x1) / 2, text)]
+    step = (x1 - x0) / max(1, len(text))
+    out, pos = [], 0
+    for word in words:
+        start = text.index(word, pos)
+        out.append((x0 + step * (start + len(word) / 2), word))
+        pos = start + len(word)
+    return out

@@ -35,7 +35,7 @@ def summary_table(summary: Summary) -> Table:
     table.add_row("stage busy", " · ".join(f"{s} {v:.0f}%" for s, v in busy.items()))
     table.add_row("batches", f"{f.get('batches', 0)}, mean {f.get('mean_batch', 0):.1f} pages")
     for w in f.get("infer_workers", []):
-        table.add_row(w["device"] or "infer", _worker(w))
+        table.add_row(f"infer {w['device'] or ''}".strip(), _worker(w))
     for g in f.get("gpus", []):
         util = "n/a" if g["util_mean_pct"] is None else f"{g['util_mean_pct']:.0f}%"
         table.add_row(f"gpu{g['index']}", f"{g['name']}: utilization mean {util}, peak VRAM "

@@ -22,11 +22,11 @@ from ..errors import EngineLoadError, ExitCode, NoInputsError, OcrbatchError
 from ..gpu.nvml import ResourceSampler
 from ..manifest import Manifest
 from ..records import Batch, PageImage, PageResult, Status
+from ..gpu.adaptive import BatchSizeController
+from ..gpu.device import load_reader, resolve_devices
 from .batcher import Batcher
 from .decode import PdfCache, decode_page, text_layer_page
 from .discover import Discovery, discover
-from ..gpu.adaptive import BatchSizeController
-from ..gpu.device import load_reader, resolve_devices
 from .infer import InferWorker, error_line
 from .queue import ClosableQueue, Closed
 from .stats import Snapshot, Stats, summary_dict
@@ -93,6 +93,8 @@ class _Run:
         self.crash: BaseException | None = None
         self.failures: list[str] = []
         self.infer_workers: list[InferWorker] = []
+        # Open PDFs, shared by the decode threads (a document is opened once, not once per thread).
+        self.pdfs = PdfCache(size=n_dec + 1)
 
     # -- stages ---------------------------------------------------------------------------
     def discover_stage(self) -> None:
@@ -107,7 +109,7 @@ class _Run:
             self.results.close()
 
     def decode_stage(self) -> None:
-        pdfs = PdfCache(size=2)
+        pdfs = self.pdfs
         try:
             while True:
                 try:
@@ -133,7 +135,6 @@ class _Run:
                 page.ready_at = time.monotonic()
                 self.images.put(page)
         finally:
-            pdfs.close()
             self.images.close()
             self.results.close()
 
@@ -269,6 +270,7 @@ class _Run:
                 t.join(timeout=5 if self.crash or not self.results.closed else None)
             self.manifest.close()
             self.sampler.stop()
+            self.pdfs.close()
         if self.crash is not None:
             raise self.crash
         return self._summary()

@@ -140,14 +140,14 @@ def _heading_level(row: Row, prev: Row | None, nxt: Row | None, h: float, edges)
     if len(row.cells(1.0 * h)) > 1:
         return 0
     left, right = edges[row.column]
-    if row.x1 - row.x0 > 0.8 * max(1.0, right - left):
-        return 0
+    ratio = _tall(row, h)
+    if ratio < 1.5 and row.x1 - row.x0 > 0.8 * max(1.0, right - left):
+        return 0  # a full-width row in body-like type is prose; much larger type is a title however wide
     if not any(c.isalpha() for c in text):
         return 0
     above = _gap(prev, row) if prev is not None and prev.column == row.column else 9 * h
     below = _gap(row, nxt) if nxt is not None and nxt.column == row.column else 9 * h
     isolated = above >= 0.9 * h and below >= 0.6 * h
-    ratio = _tall(row, h)
     section = _SECTION.match(text)
     if ratio >= 1.25 and (isolated or ratio >= 1.5):
         if section:
@@ -155,6 +155,8 @@ def _heading_level(row: Row, prev: Row | None, nxt: Row | None, h: float, edges)
         return 1 if ratio >= 1.6 else 2 if ratio >= 1.35 else 3
     if section and isolated and text[0].isdigit():
         return min(4, text.split()[0].rstrip(".").count(".") + 2)
+    if isolated and ratio >= 1.12 and len(words) <= 8 and text[0].isupper():
+        return 3  # a short line set apart, in slightly larger type: a run-in section title
     return 0
 
 

@@ -118,7 +118,7 @@ def _workers(snap: Snapshot) -> Table:
     grid.add_column(style="dim", no_wrap=True)
     grid.add_column()
     for w in snap.infer_workers:
-        grid.add_row(w.device or "infer", worker_line(w))
+        grid.add_row(f"infer {w.device or ''}".strip(), worker_line(w))
     return grid
 
 

@@ -5,8 +5,7 @@
      ├── NoInputsError            4  nothing to convert was found
      ├── EngineLoadError          5  the engine could not be loaded (missing package, weights, device)
      └── PageError                -  one page failed; recorded in the manifest, never raised past a stage
-          ├── DecodeError            the file or page could not be read or rendered
-          └── InferenceError         the engine failed on this page
+          └── DecodeError            the file or page could not be read or rendered
 
 A run where some pages failed ends with ExitCode.PARTIAL; that is a result, not an exception.
 """
@@ -51,8 +50,4 @@ class PageError(OcrbatchError):
 
 
 class DecodeError(PageError):
-    pass
-
-
-class InferenceError(PageError):
     pass

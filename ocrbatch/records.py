@@ -68,7 +68,6 @@ class PageImage:
     ref: PageRef
     image: Any  # PIL.Image.Image, RGB
     decode_s: float = 0.0
-    ready_at: float = 0.0  # monotonic time it entered the batcher's queue
     prepared: Any = None  # the engine's own preprocessed inputs (Engine.prepare), e.g. tiles in pool slots
 
     @property

@@ -27,7 +27,7 @@ from ocrbatch.config import EngineOptions  # noqa: E402
 from ocrbatch.engines.deepseek_inputs import batch_inputs  # noqa: E402
 from ocrbatch.engines.deepseek_ocr2 import DeepseekOcr2Engine, _Generated, _rgb  # noqa: E402
 from ocrbatch.pipeline.infer import WARMUP_BATCHES, InferWorker  # noqa: E402
-from ocrbatch.records import Batch, Kind, PageImage, PageRef, Source, Status  # noqa: E402
+from ocrbatch.records import Batch, Kind, PageImage, PageRef, Source  # noqa: E402
 from tiny_deepseek import build  # noqa: E402
 
 DEV_PAGES = SHARED / "bench" / "dev" / "pages"

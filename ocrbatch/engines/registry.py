@@ -16,8 +16,6 @@ _BUILTIN = {
 }
 _EXTRA: dict[str, Callable[[EngineOptions], Engine]] = {}
 
-DEFAULT = "rapidocr"
-
 
 def names() -> list[str]:
     return sorted({*_BUILTIN, *_EXTRA})

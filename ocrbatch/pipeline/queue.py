@@ -27,18 +27,15 @@ class ClosableQueue(Generic[T]):
         self._items: collections.deque[T] = collections.deque()
         self._open_producers = producers
         self._cond = threading.Condition()
-        self.put_wait_s = 0.0  # total time producers spent blocked (back-pressure)
 
     def put(self, item: T) -> None:
         with self._cond:
-            t0 = time.monotonic()
             while True:
                 if self._open_producers <= 0:
                     raise Closed(self.name)  # aborted: the consumer is gone
                 if len(self._items) < self.maxsize:
                     break
                 self._cond.wait()
-            self.put_wait_s += time.monotonic() - t0
             self._items.append(item)
             self._cond.notify_all()
 

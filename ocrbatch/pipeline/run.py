@@ -132,7 +132,6 @@ class _Run:
                 page = self.prepare(page)
                 if page is None:
                     continue
-                page.ready_at = time.monotonic()
                 self.images.put(page)
         finally:
             self.images.close()

@@ -11,7 +11,7 @@
     │ cuda:0   154 batches · 7.6 mean · busy 98% · compute 9m20s · copy 1.2 s  │
     │          · cap 8 · buffers 24 made, 0 after warm-up                       │
     │ gpu0     NVIDIA H200  util ████████▌ 95%  VRAM 30.1/139.8 GiB              │
-    │ last error  scan.pdf page 3: InferenceError: ...                          │
+    │ last error  scan.pdf page 3: RuntimeError: ...                          │
     ╰───────────────────────────────────────────────────────────────────────────╯
 
 Bars are Text so that the panel renders the same in a recording console as on a terminal.

@@ -166,3 +166,25 @@ def test_header_box_run_across_two_columns_is_split_into_its_words():
     md = lines_to_markdown(lines, 1240, 1750)
     assert "| Dept | Mon | Tue | Wed |" in md, md
     assert "| Legal | 412 | 390 | 455 |" in md
+
+
+def test_tall_display_equation_and_a_wrapped_line_are_not_headings():
+    body = column(["The field is expanded in modes, so that the", "translational coefficients follow from"],
+                  100, 100, 900)
+    equation = [line("E = mc2 + A1,39 (r0 + dr)", 300, 190, h=56)]
+    more = column(["where each term is defined below and the", "sum runs over every mode of the guide."],
+                  100, 280, 900)
+    wrapped = [line("Here the coefficients and their ex-", 100, 380, w=600, h=56)]
+    md = lines_to_markdown(body + equation + more + wrapped, 1240, 1750)
+    assert "#" not in md
+    assert "E = mc2 + A1,39 (r0 + dr)" in md
+
+
+def test_short_set_apart_line_in_slightly_larger_type_is_a_section_title():
+    intro = column(["A batch closes when it is full or when its", "oldest page has waited long enough."],
+                   100, 100, 900)
+    title = [line("Resuming work", 100, 200, h=31)]
+    after = column(["Every page is written atomically and the", "manifest records each one of them."],
+                   100, 262, 900)
+    md = lines_to_markdown(intro + title + after, 1240, 1750)
+    assert "\n### Resuming work\n" in md

@@ -135,8 +135,10 @@ def _tall(row: Row, h: float) -> float:
 def _heading_level(row: Row, prev: Row | None, nxt: Row | None, h: float, edges) -> int:
     text = row.text
     words = text.split()
-    if not words or len(words) > 14 or len(text) < 2 or _SENTENCE_END.search(text) or text.endswith(","):
-        return 0
+    if not words or len(words) > 14 or len(text) < 2 or _SENTENCE_END.search(text) or text.endswith((",", "-")):
+        return 0  # a heading does not end mid-sentence or mid-word
+    if "=" in text:
+        return 0  # a display equation: tall from its sub- and superscripts, not a title
     if len(row.cells(1.0 * h)) > 1:
         return 0
     left, right = edges[row.column]

@@ -25,6 +25,13 @@ class Status(str, enum.Enum):
     TRUNCATED = "truncated"  # written, but the engine stopped at its output limit
 
 
+def page_output(key: PurePosixPath, multipage: bool, page: int) -> PurePosixPath:
+    """Relative Markdown path of 1-based `page` of the document with output key `key`."""
+    if multipage:
+        return key / f"page-{page:04d}.md"
+    return key.with_name(key.name + ".md")
+
+
 @dataclass(frozen=True)
 class Source:
     """One input document, as discovered."""
@@ -40,9 +47,7 @@ class Source:
 
     def output_for(self, page: int) -> PurePosixPath:
         """Relative Markdown path of 1-based `page`."""
-        if self.multipage:
-            return self.out_key / f"page-{page:04d}.md"
-        return self.out_key.with_name(self.out_key.name + ".md")
+        return page_output(self.out_key, self.multipage, page)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from typing import IO, Callable, Iterable, Iterator
 from .. import pdfium
 from ..config import PageSelection
 from ..errors import DecodeError
-from ..records import Kind, PageRef, PageResult, Source
+from ..records import Kind, PageRef, PageResult, Source, Status, page_output
 
 log = logging.getLogger("ocrbatch")
 
@@ -197,9 +197,8 @@ class KeyClaims:
 
     @staticmethod
     def _names(key: PurePosixPath, multipage: bool, page_count: int) -> set[str]:
-        probe = Source(Path(), "", Kind.PDF, key, 0, 0, page_count, multipage)
         names = {"stem:" + key.as_posix().casefold()}
-        names |= {probe.output_for(p).as_posix().casefold() for p in range(1, page_count + 1)}
+        names |= {page_output(key, multipage, p).as_posix().casefold() for p in range(1, page_count + 1)}
         return names
 
 
@@ -208,8 +207,6 @@ def discover(inputs: Iterable[str], *, stdin: IO[str] | None, null_separated: bo
              is_done: Callable[[PageRef], bool], force: bool,
              emit_page: Callable[[PageRef], None], emit_result: Callable[[PageResult], None]) -> None:
     """Walk the inputs; hand each page to `emit_page`, or a skip/failure record to `emit_result`."""
-    from ..records import Status
-
     claims = KeyClaims()
     for cand in iter_candidates(inputs, stdin, null_separated, skip_dirs, found):
         try:

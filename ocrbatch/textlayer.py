@@ -36,6 +36,7 @@ class TextLayerPage:
     markdown: str
     lines: int
     chars: int
+    turn: int = 0  # degrees the page was turned clockwise so its text runs left to right
 
 
 def unusable(text: PageText) -> str | None:
@@ -56,34 +57,84 @@ def unusable(text: PageText) -> str | None:
     return None
 
 
-def text_lines(text: PageText, dpi: float) -> list[TextLine]:
-    """Line segments of the layer, boxes in pixels of the page rendered at `dpi` (y down)."""
+def reading_turn(text: PageText) -> int:
+    """Degrees (0, 90, 180, 270) to turn the page clockwise so most of its text runs left to right.
+
+    Text drawn sideways (a landscape table on a portrait page, a scan whose layer was written turned)
+    advances up or down the page. Each character votes with the step to the next one on its line.
+    """
+    votes = {0: 0, 90: 0, 180: 0, 270: 0}
+    prev = None
+    for code, left, bottom, right, top in text.chars:
+        if code in _BREAKS or code in _SPACES or code <= 0x20 or right <= left or top <= bottom:
+            prev = None if code in _BREAKS else prev
+            continue
+        cx, cy, size = (left + right) / 2, (bottom + top) / 2, max(right - left, top - bottom)
+        if prev is not None:
+            dx, dy = cx - prev[0], cy - prev[1]
+            if 0.1 * size < max(abs(dx), abs(dy)) < 3 * size:
+                if abs(dx) >= abs(dy):
+                    votes[0 if dx > 0 else 180] += 1
+                else:  # y grows up the page: text running up is read after a clockwise quarter turn
+                    votes[90 if dy > 0 else 270] += 1
+        prev = (cx, cy)
+    best = max(votes, key=lambda k: votes[k])
+    return best if votes[best] > votes[0] else 0
+
+
+def _turned(text: PageText, turn: int):
+    """Characters and page size (unrotated PDF points, y up) after turning the page `turn` degrees
+    clockwise."""
+    w, h = (text.height, text.width) if text.rotation in (90, 270) else (text.width, text.height)
+
+    def point(x: float, y: float) -> tuple[float, float]:
+        if turn == 90:
+            return y, w - x
+        if turn == 180:
+            return w - x, h - y
+        if turn == 270:
+            return h - y, x
+        return x, y
+
+    chars = []
+    for code, left, bottom, right, top in text.chars:
+        if right <= left or top <= bottom:
+            chars.append((code, left, bottom, right, top))
+            continue
+        (x0, y0), (x1, y1) = point(left, bottom), point(right, top)
+        chars.append((code, min(x0, x1), min(y0, y1), max(x0, x1), max(y0, y1)))
+    return chars, (h, w) if turn in (90, 270) else (w, h)
+
+
+def text_lines(text: PageText, dpi: float, turn: int = 0) -> list[TextLine]:
+    """Line segments of the layer, boxes in pixels of the page rendered at `dpi` (y down), after
+    turning the page `turn` degrees clockwise."""
     scale = dpi / 72.0
-    page_h = text.width if text.rotation in (90, 270) else text.height
+    chars, (_, page_h) = _turned(text, turn)
     lines: list[TextLine] = []
-    chars: list[str] = []
+    line: list[str] = []
     boxes: list[tuple[float, float, float, float]] = []
 
     def close() -> None:
-        body = re.sub(r"\s+", " ", "".join(chars)).strip()
+        body = re.sub(r"\s+", " ", "".join(line)).strip()
         if body and boxes:
             lines.append(TextLine(body, (min(b[0] for b in boxes), min(b[1] for b in boxes),
                                          max(b[2] for b in boxes), max(b[3] for b in boxes))))
-        chars.clear()
+        line.clear()
         boxes.clear()
 
-    for code, left, bottom, right, top in text.chars:
+    for code, left, bottom, right, top in chars:
         if code in _BREAKS:
             close()
             continue
         if code in _SPACES or code == 0 or right <= left or top <= bottom:
-            if chars and code != 0:
-                chars.append(" ")
+            if line and code != 0:
+                line.append(" ")
             continue
         box = (left * scale, (page_h - top) * scale, right * scale, (page_h - bottom) * scale)
         if boxes and not _same_segment(boxes[-1], box):
             close()
-        chars.append("-" if code == 0x02 else chr(code))  # 0x02: PDFium's end-of-line hyphen
+        line.append("-" if code == 0x02 else chr(code))  # 0x02: PDFium's end-of-line hyphen
         boxes.append(box)
     close()
     return lines
@@ -101,10 +152,11 @@ def page_markdown(text: PageText, dpi: float) -> TextLayerPage | None:
     """Markdown from the page's text layer, or None when the layer is not usable."""
     if unusable(text) is not None:
         return None
-    lines = text_lines(text, dpi)
+    turn = reading_turn(text)
+    lines = text_lines(text, dpi, turn)
     if not lines:
         return None
     scale = dpi / 72.0
-    w, h = (text.height, text.width) if text.rotation in (90, 270) else (text.width, text.height)
+    _, (w, h) = _turned(text, turn)
     md = lines_to_markdown(lines, int(w * scale), int(h * scale))
-    return TextLayerPage(md, len(lines), sum(len(l.text) for l in lines))
+    return TextLayerPage(md, len(lines), sum(len(l.text) for l in lines), turn)

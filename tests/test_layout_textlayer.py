@@ -25,16 +25,22 @@ def _escape(text: str) -> str:
     return text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
 
 
-def write_pdf(path: Path, pages: list[list[tuple[str, float, float, float]]]) -> Path:
-    """A PDF whose pages hold Helvetica text: (text, x, y, size) in points, y from the bottom."""
+def write_pdf(path: Path, pages: list[list[tuple[str, float, float, float]]], *, rotate: int = 0,
+              sideways: bool = False) -> Path:
+    """A PDF whose pages hold Helvetica text: (text, x, y, size) in points, y from the bottom, on a
+    US Letter page. `rotate` sets the page's /Rotate; `sideways` draws the page turned a quarter
+    anticlockwise onto landscape paper (text running up it), as a scanner writes a page fed sideways."""
     objects: list[bytes] = []
     kids = []
+    media = "0 0 792 612" if sideways else "0 0 612 792"
     for items in pages:
-        content = "".join(f"BT /F{2 if size >= 16 else 1} {size} Tf {x} {y} Td ({_escape(t)}) Tj ET\n"
-                          for t, x, y, size in items).encode("latin-1")
+        place = [f"0 1 -1 0 {792 - y} {x} Tm" if sideways else f"{x} {y} Td" for _, x, y, _ in items]
+        content = "".join(f"BT /F{2 if size >= 16 else 1} {size} Tf {at} ({_escape(t)}) Tj ET\n"
+                          for (t, x, y, size), at in zip(items, place)).encode("latin-1")
         objects.append(b"<< /Length %d >>\nstream\n" % len(content) + content + b"endstream")
         content_id = len(objects) + 2  # objects 1 and 2 are the catalog and the page tree
-        objects.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {content_id} 0 R "
+        objects.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [{media}] /Rotate {rotate} "
+                       f"/Contents {content_id} 0 R "
                        f"/Resources << /Font << /F1 FONT1 0 R /F2 FONT2 0 R >> >> >>".encode())
         kids.append(len(objects) + 2)
     font1, font2 = len(objects) + 3, len(objects) + 4
@@ -86,6 +92,23 @@ def test_born_digital_page_reads_through_the_text_layer(born_digital: Path):
     assert md.index("alpha four closes") < md.index("Beta one opens")  # column order
     assert "| Gnat | per gram | 13.65 |" in md
     assert md.index("Beta") < md.index("| Animal")
+
+
+def _layer_markdown(path: Path):
+    handle = PdfHandle(path)
+    try:
+        return textlayer.page_markdown(handle.text_chars(0), 150)
+    finally:
+        handle.close()
+
+
+@pytest.mark.parametrize("rotate, sideways, turned", [(90, False, 0), (90, True, 90), (0, True, 90),
+                                                      (270, True, 90)])
+def test_page_shown_turned_or_drawn_sideways_reads_like_the_upright_page(tmp_path, rotate, sideways, turned):
+    upright = _layer_markdown(write_pdf(tmp_path / "upright.pdf", [article_page()]))
+    page = _layer_markdown(write_pdf(tmp_path / "turned.pdf", [article_page()], rotate=rotate, sideways=sideways))
+    assert page.markdown == upright.markdown
+    assert page.turn == turned
 
 
 def test_empty_and_garbage_layers_are_refused(tmp_path: Path):

@@ -80,12 +80,13 @@ def test_batch_of_pages_keeps_each_page_its_own_text(engine):
     assert outs[2].markdown == ""
 
 
-def test_upside_down_page_is_read_the_right_way_up(engine):
-    md = engine.infer([_page(article().rotate(180))])[0]
-    assert "harvest report" in _norm(md.markdown)
-    assert md.info.get("rotated") == 180
-    text = _norm(md.markdown)
-    assert text.index("harvest report") < text.index("the left column")
+@pytest.mark.parametrize("turned, rotated", [(180, 180), (90, 90), (270, 270)])
+def test_page_scanned_upside_down_or_sideways_reads_as_upright(engine, turned, rotated):
+    upright = engine.infer([_page(article())])[0]
+    assert "rotated" not in upright.info  # an upright page is read as it comes
+    out = engine.infer([_page(article().rotate(turned, expand=True))])[0]  # PIL turns anticlockwise
+    assert out.info.get("rotated") == rotated  # degrees clockwise the engine turned it back
+    assert out.markdown == upright.markdown
 
 
 def test_space_hidden_behind_blank_frames_is_restored():

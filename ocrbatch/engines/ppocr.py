@@ -201,12 +201,30 @@ class OrientationClassifier:
         self.sess = sess
         self.input = sess.get_inputs()[0].name
 
-    def upside_down(self, crops: Sequence[np.ndarray], threshold: float = 0.9) -> list[bool]:
+    def upside_down(self, crops: Sequence[np.ndarray]) -> np.ndarray:
+        """Probability, for each crop, that its text is upside down."""
         h, w = self.SHAPE
         x = np.zeros((len(crops), 3, h, w), np.float32)
         for i, c in enumerate(crops):
             nw = min(w, max(1, int(math.ceil(h * c.shape[1] / c.shape[0]))))
             r = cv2.resize(c, (nw, h)).astype(np.float32) * (2 / 255.0) - 1.0
             x[i, :, :, :nw] = r.transpose(2, 0, 1)
-        out = self.sess.run(None, {self.input: x})[0]
-        return [bool(o.argmax() == 1 and o[1] >= threshold) for o in out]
+        return self.sess.run(None, {self.input: x})[0][:, 1]
+
+
+# -- page orientation ---------------------------------------------------------------------------
+
+def runs_sideways(quads: np.ndarray) -> bool:
+    """True when the page's text runs up or down it (a page scanned a quarter turn off).
+
+    Boxes are weighed by their long side, and at least three must be real lines (three times
+    taller than wide), so a column of single digits or narrow letters does not turn a page.
+    """
+    if len(quads) == 0:
+        return False
+    across = np.maximum(np.linalg.norm(quads[:, 0] - quads[:, 1], axis=1),
+                        np.linalg.norm(quads[:, 3] - quads[:, 2], axis=1))
+    down = np.maximum(np.linalg.norm(quads[:, 0] - quads[:, 3], axis=1),
+                      np.linalg.norm(quads[:, 1] - quads[:, 2], axis=1))
+    tall = down >= 1.5 * across
+    return int((down >= 3 * across).sum()) >= 3 and down[tall].sum() > 2 * across[~tall].sum()

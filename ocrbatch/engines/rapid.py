@@ -2,9 +2,9 @@
 
 Per batch of pages:
 
-    detect each page ──▶ crops ──▶ pooled across pages, sorted by width ──▶ recognise in buckets
-         (in parallel with recognition of pages already detected)                │
-    layout ◀── upside-down pages turned (orientation classifier, only when scores are low) ◀──┘
+    detect each page ──▶ turn it upright ──▶ crops ──▶ pooled across pages, sorted by width
+         (in parallel with recognition of pages already detected)              │
+    layout ◀───────────────────────────────────────── recognise in buckets ◀───┘
 
 A small pool of threads (one per core, each onnxruntime session single-threaded) runs detection and
 recognition tasks side by side, so the next page is detected while this one's lines are read.
@@ -38,12 +38,17 @@ MIN_SCORE = 0.5  # lines the recognizer is less sure of are dropped
 REC_BATCH = 1
 REC_SPREAD = 1.1  # widest / narrowest line in one call
 POOL_FLUSH = 24  # recognise pooled lines once this many wait
-LOW_CONFIDENCE = 0.8  # a page whose median line score is lower gets the orientation check
+ORIENTATION_SAMPLE = 12  # longest lines the orientation classifier looks at on each page
+UPSIDE_DOWN = 0.5  # mean probability over that sample above which a page may be upside down
+CHECK_LINES = 3  # lines read both ways round before a page is turned
+# np.rot90 quarter turns (anticlockwise) applied to a page -> degrees it was turned clockwise
+_CLOCKWISE = {1: 270, 2: 180, 3: 90}
 
 
 @dataclass
 class _Page:
-    image: Any  # BGR numpy array
+    image: Any  # BGR numpy array, upright once _detect has turned it
+    turn: int = 0  # quarter turns (np.rot90) that made the page upright
     quads: Any = None  # (N, 4, 2)
     crops: list = field(default_factory=list)
     texts: list = field(default_factory=list)
@@ -67,8 +72,8 @@ class RapidOcrEngine(Engine):
             self._rec = ppocr.Recognizer(ppocr.session(models / REC_MODEL))
         except Exception as exc:  # onnxruntime raises its own types for unreadable models
             raise EngineLoadError(f"cannot load the PP-OCR models: {exc}") from exc
-        self._cls = None
-        self._cls_path = models / CLS_MODEL
+        cls = models / CLS_MODEL  # without it, pages are read as they come
+        self._cls = ppocr.OrientationClassifier(ppocr.session(cls)) if cls.is_file() else None
         self._ppocr = ppocr
         self._params = ppocr.DetParams()
         self.workers = self.options.threads or max(1, min(os.cpu_count() or 1, 4))
@@ -118,10 +123,43 @@ class RapidOcrEngine(Engine):
         return outs
 
     def _detect(self, page: _Page) -> None:
+        self._find_lines(page)
+        turn = self._upright_turn(page)
+        if turn:
+            import numpy as np
+
+            page.image = np.ascontiguousarray(np.rot90(page.image, turn))
+            page.turn = turn
+            self._find_lines(page)
+
+    def _find_lines(self, page: _Page) -> None:
         page.quads, _ = self._ppocr.detect(self._det, page.image, self._params)
         page.crops = [self._ppocr.crop_line(page.image, q) for q in page.quads]
         page.texts = [""] * len(page.crops)
         page.scores = [0.0] * len(page.crops)
+
+    def _upright_turn(self, page: _Page) -> int:
+        """Quarter turns (np.rot90) that bring a page scanned sideways or upside down upright.
+
+        Text running down the page means a quarter turn, one way or the other; crop_line has already
+        turned those lines a quarter anticlockwise, so reading a few of them as they are and upside
+        down tells which. Otherwise the orientation classifier looks at the longest lines, and only
+        when it finds them upside down are a few read both ways round to confirm: a page is turned
+        only when the recognizer is surer of it turned.
+        """
+        lines = sorted((c for c in page.crops if c.shape[1] >= 2 * c.shape[0]), key=lambda c: -c.shape[1])
+        if len(lines) < 2:
+            return 0
+        if self._ppocr.runs_sideways(page.quads):
+            return 1 if self._reads_better_as_is(lines[:CHECK_LINES]) else 3
+        if self._cls is None or self._cls.upside_down(lines[:ORIENTATION_SAMPLE]).mean() <= UPSIDE_DOWN:
+            return 0
+        return 0 if self._reads_better_as_is(lines[:CHECK_LINES]) else 2
+
+    def _reads_better_as_is(self, crops: list) -> bool:
+        as_is = sum(score for _, score in self._rec(crops))
+        turned = sum(score for _, score in self._rec([c[::-1, ::-1] for c in crops]))
+        return as_is >= turned
 
     def _submit_recognition(self, states, pending: list[tuple[int, int]]) -> list[Future]:
         """Sort the waiting lines by width and recognise them in buckets of similar width."""
@@ -144,40 +182,15 @@ class RapidOcrEngine(Engine):
     # -- one page ------------------------------------------------------------------------------
     def _finish(self, page: _Page, src: PageImage) -> PageOutput:
         h, w = page.image.shape[:2]
-        turned = self._fix_orientation(page)
-        quads = page.quads
-        if turned:  # the page is upside down: turn the boxes so the layout reads it upright
-            quads = quads.copy()
-            quads[:, :, 0] = w - 1 - quads[:, :, 0]
-            quads[:, :, 1] = h - 1 - quads[:, :, 1]
-            quads = quads[:, [2, 3, 0, 1]]
         keep = [k for k, (t, s) in enumerate(zip(page.texts, page.scores)) if s >= MIN_SCORE and t.strip()]
         texts = clean_texts([page.texts[k] for k in keep])
-        kept = [(quads[k], t, page.scores[k]) for k, t in zip(keep, texts) if t]
+        kept = [(page.quads[k], t, page.scores[k]) for k, t in zip(keep, texts) if t]
         lines = lines_from_quads([q for q, _, _ in kept], [t for _, t, _ in kept], [s for _, _, s in kept],
                                  w, h)
-        info = {"path": "ocr", "lines": len(lines)}
-        if turned:
-            info["rotated"] = 180
+        info: dict[str, Any] = {"path": "ocr", "lines": len(lines)}
+        if page.turn:
+            info["rotated"] = _CLOCKWISE[page.turn]
         return PageOutput(markdown=lines_to_markdown(lines, w, h), info=info)
-
-    def _fix_orientation(self, page: _Page) -> bool:
-        """Read upside-down lines the right way up; True when most of the page was upside down."""
-        scores = sorted(page.scores)
-        if len(scores) < 3 or scores[len(scores) // 2] >= LOW_CONFIDENCE or not self._cls_path.is_file():
-            return False
-        if self._cls is None:
-            self._cls = self._ppocr.OrientationClassifier(self._ppocr.session(self._cls_path))
-        flipped = [k for k, up in enumerate(self._cls.upside_down(page.crops)) if up]
-        if not flipped:
-            return False
-        again = self._rec([page.crops[k][::-1, ::-1] for k in flipped])
-        better = 0
-        for k, (text, score) in zip(flipped, again):
-            if score > page.scores[k]:
-                page.texts[k], page.scores[k] = text, score
-                better += 1
-        return better > len(page.crops) / 2
 
 
 def _bgr(image: Any):

@@ -65,9 +65,11 @@ def text_layer_page(ref: PageRef, dpi: int, pdfs: PdfCache, mode: str) -> PageRe
             text = pdfs.text(ref.source.path, ref.page - 1)
             page = textlayer.page_markdown(text, dpi)
             if page is not None:
+                info = {"path": "text-layer", "lines": page.lines}
+                if page.turn:
+                    info["rotated"] = page.turn
                 return PageResult(ref=ref, status=Status.OK, markdown=page.markdown,
-                                  timings={"decode_s": time.perf_counter() - t0},
-                                  info={"path": "text-layer", "lines": page.lines})
+                                  timings={"decode_s": time.perf_counter() - t0}, info=info)
             reason = textlayer.unusable(text) or "the text layer has no lines"
         except DecodeError as exc:
             reason = str(exc)

@@ -29,6 +29,7 @@ SCAN_MIN_CHARS = 200  # ... unless the layer has this many characters (an OCR la
 
 _BREAKS = {0x0A, 0x0D}
 _SPACES = {0x09, 0x20, 0xA0}
+_LEADERS = {ord(c) for c in ".·…_-‥"}
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,8 @@ def unusable(text: PageText) -> str | None:
     bad = sum(1 for c in visible if c == 0xFFFD or 0xE000 <= c <= 0xF8FF or c in (0xFFFE, 0xFFFF))
     if bad > MAX_BAD * len(visible):
         return "the text layer is garbage (unmapped glyphs)"
-    if sum(1 for c in visible if chr(c).isalnum()) < MIN_ALNUM * len(visible):
+    marks = [c for c in visible if c not in _LEADERS]  # a table of contents is half dot leaders
+    if sum(1 for c in marks if chr(c).isalnum()) < MIN_ALNUM * len(marks):
         return "the text layer is garbage (few letters or digits)"
     boxed = sum(1 for c in text.chars if c[3] > c[1] and c[4] > c[2])
     if boxed < 0.5 * len(visible):

@@ -188,3 +188,19 @@ def test_short_set_apart_line_in_slightly_larger_type_is_a_section_title():
                    100, 262, 900)
     md = lines_to_markdown(intro + title + after, 1240, 1750)
     assert "\n### Resuming work\n" in md
+
+
+def test_widely_spaced_full_lines_stay_apart_from_a_running_head_and_each_other():
+    # A form or fax: equal lines far apart. The first one, alone at the top, looks like a running
+    # head; it must not be joined to the next line as if the text flowed on from another column.
+    texts = [f"Entry {n}: the quick brown fox jumps" for n in range(1, 9)]
+    lines = [line(t, 150, 200 + 120 * n, w=700) for n, t in enumerate(texts)]
+    md = lines_to_markdown(lines, 1700, 2200)
+    assert md.strip().split("\n\n") == texts
+
+
+def test_contents_entries_with_dot_leaders_keep_their_own_lines():
+    entries = ["1.1 Scope . . . . . . . . . . . . . . . . . . 3", "1.2 Terms . . . . . . . . . . . . . . . . . . 4",
+               "1.3 Symbols . . . . . . . . . . . . . . . . . 6"]
+    md = lines_to_markdown([line(t, 100, 200 + LEAD * n, w=1000) for n, t in enumerate(entries)], 1240, 1750)
+    assert [l.rstrip() for l in md.splitlines()] == entries

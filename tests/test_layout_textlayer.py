@@ -111,6 +111,19 @@ def test_page_shown_turned_or_drawn_sideways_reads_like_the_upright_page(tmp_pat
     assert page.turn == turned
 
 
+def test_table_of_contents_with_dot_leaders_reads_through_the_text_layer(tmp_path):
+    entries = [("Introduction", 1), ("Getting started", 3), ("Options", 7), ("Exit codes", 12)]
+    items = [("Contents", 72, 720, 20)]
+    items += [(f"{n}  {title} " + ". " * (40 - len(title) // 2) + str(page), 72, 680 - 18 * n, 10)
+              for n, (title, page) in enumerate(entries, 1)]
+    page = _layer_markdown(write_pdf(tmp_path / "toc.pdf", [items]))
+    assert page is not None
+    assert "Getting started" in page.markdown and page.markdown.count(". .") >= 4
+    assert "12" in page.markdown.split("Exit codes")[1]
+    entries = [l for l in page.markdown.splitlines() if ". . ." in l]
+    assert len(entries) == 4, page.markdown  # one line each, not run together as a paragraph
+
+
 def test_empty_and_garbage_layers_are_refused(tmp_path: Path):
     empty = write_pdf(tmp_path / "empty.pdf", [[("7", 300, 40, 10)]])
     garbage = write_pdf(tmp_path / "garbage.pdf", [[("\x80\x81\x82 \x83\x84 ~~~ ^^^ ||| \x85\x86\x87 @@@ ###", 72,

@@ -7,6 +7,7 @@ Rules are relative to the page's own body text height `h`, so they hold at any r
 - a *paragraph* grows while rows follow at normal line spacing without an indent; a row that ends
   short of the column's right edge ends the paragraph if it ends a sentence, else it is a hard line
   break (verse, addresses, code, receipts keep their lines);
+- a row ending in dot leaders and a page number (a table of contents) keeps its own line;
 - text that runs off the bottom of a column continues at the top of the next one.
 """
 
@@ -24,6 +25,8 @@ _ENUM = re.compile(r"^\(?(?:\d{1,3}|[a-z]|[ivx]{1,4})[.)]\s+(?=\S)")
 _SECTION = re.compile(r"^\d{1,2}(?:\.\d{1,2})*\.?\s+[^\W\d_]")
 _SENTENCE_END = re.compile(r"[.!?:;]['\"’”)]*$")
 _HYPHENATED = re.compile(r"[^\W\d_]-$")
+_MARGIN = {("head",), ("foot",)}  # columns of running heads and feet (layout.order)
+_LEADER_END = re.compile(r"(?:[.·…]\s*){3,}\S{1,8}$")  # "Options . . . . 7": a contents entry
 
 
 @dataclass
@@ -71,7 +74,8 @@ def build_blocks(rows: Sequence[Row], h: float) -> list[Block]:
             cur.lines[0] = _join(cur.lines[0], text)
             cur.last = row
         elif cur is not None and cur.kind == "para" and _continues(cur, row, h, edges):
-            if _wraps(cur.last, row, edges, h) and not _is_form_row(cur.last, h) and not _is_form_row(row, h):
+            if _wraps(cur.last, row, edges, h) and not _is_form_row(cur.last, h) and not _is_form_row(row, h) \
+                    and not _LEADER_END.search(cur.last.text):
                 cur.lines[-1] = _join(cur.lines[-1], text)
             else:
                 cur.lines.append(text)
@@ -107,6 +111,10 @@ def _is_form_row(row: Row, h: float) -> bool:
 def _gap(upper: Row, lower: Row) -> float:
     """Vertical space between two rows, measured between their cores."""
     return min(core(l)[0] for l in lower.lines) - max(core(l)[1] for l in upper.lines)
+
+
+def _top(row: Row) -> float:
+    return min(l.box[1] for l in row.lines)
 
 
 def _is_full(row: Row | None, edges, h: float) -> bool:
@@ -170,7 +178,9 @@ def _continues(cur: Block | None, row: Row, h: float, edges) -> bool:
     ratio = _tall(row, h) / max(0.1, _tall(last, h))
     if not 0.7 <= ratio <= 1.45:
         return False
-    if row.column != last.column:
+    if _MARGIN & {last.column[:1], row.column[:1]} and row.column != last.column:
+        return False  # a running head or foot is never part of the body's paragraphs
+    if row.column != last.column and _top(row) < _top(last):
         # text that runs off the bottom of one column goes on at the top of the next
         return _is_full(last, edges, h) and not _SENTENCE_END.search(last.text) and \
             abs(row.x0 - edges[row.column][0]) <= 0.8 * h

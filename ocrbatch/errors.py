@@ -51,3 +51,9 @@ class PageError(OcrbatchError):
 
 class DecodeError(PageError):
     pass
+
+
+def error_line(exc: BaseException) -> str:
+    """An unexpected exception as one line for the manifest and the log: its type and first line."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

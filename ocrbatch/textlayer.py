@@ -146,6 +146,8 @@ def _same_segment(prev, box) -> bool:
     h = min(prev[3] - prev[1], box[3] - box[1])
     if min(prev[3], box[3]) - max(prev[1], box[1]) < 0.5 * h:
         return False  # not on the same line
+    if prev[0] - 0.05 * h <= box[0] < prev[2]:
+        return True  # a ligature ("fi") spelled out: its letters share the glyph's box
     gap = box[0] - prev[2]
     return -0.5 * h <= gap <= 1.0 * max(prev[3] - prev[1], box[3] - box[1])
 

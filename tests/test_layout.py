@@ -204,3 +204,16 @@ def test_contents_entries_with_dot_leaders_keep_their_own_lines():
                "1.3 Symbols . . . . . . . . . . . . . . . . . 6"]
     md = lines_to_markdown([line(t, 100, 200 + LEAD * n, w=1000) for n, t in enumerate(entries)], 1240, 1750)
     assert [l.rstrip() for l in md.splitlines()] == entries
+
+
+def test_paragraph_set_with_generous_leading_is_still_one_paragraph():
+    # Line pitch 1.45 box heights (loose font boxes from a text layer): wide, but every line the same,
+    # so only the bigger gap before the second paragraph breaks it.
+    first = ["This paragraph is set with generous leading and its", "lines are far apart but all equally so, and",
+             "it ends here."]
+    second = ["A second paragraph follows after a bigger gap", "and ends as well."]
+    pitch = int(1.45 * H)
+    lines = [line(t, 100, 200 + pitch * n, w=1000 if n < 2 else 300) for n, t in enumerate(first)]
+    lines += [line(t, 100, 200 + pitch * 3 + 30 + pitch * n, w=1000 if n < 1 else 300) for n, t in enumerate(second)]
+    md = lines_to_markdown(lines, 1240, 1750)
+    assert md.strip().split("\n\n") == [" ".join(first), " ".join(second)]

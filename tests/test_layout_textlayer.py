@@ -168,3 +168,29 @@ def test_text_layer_only_fails_pages_without_a_layer(tmp_path: Path):
     record = json.loads((out / "manifest.jsonl").read_text().splitlines()[0])
     assert record["status"] == Status.FAILED.value
     assert "text-layer only" in record["error"]
+
+
+def test_a_layer_the_layout_chokes_on_is_read_by_the_engine_and_the_run_goes_on(born_digital: Path, tmp_path: Path,
+                                                                               monkeypatch, caplog):
+    def broken(text, dpi):
+        raise IndexError("list index out of range")
+
+    monkeypatch.setattr(textlayer, "page_markdown", broken)  # a layout bug met on one user's PDF
+    out = tmp_path / "out"
+    summary = run(RunConfig(inputs=(str(born_digital),), output=out, engine="fake", text_layer="auto"))
+    assert summary.counts["ok"] == 1
+    record = json.loads((out / "manifest.jsonl").read_text().splitlines()[0])
+    assert record["status"] == "ok" and record.get("info", {}).get("path") != "text-layer"
+    assert any("cannot lay out the text layer (IndexError" in r.getMessage() for r in caplog.records)
+
+
+def test_letters_of_a_ligature_glyph_stay_in_their_word():
+    from ocrbatch.pdfium import PageText
+
+    # PDFium spells out an "fi" ligature as two characters sharing the glyph's box.
+    word = [(ord(c), 72 + 6 * k, 700, 78 + 6 * k, 712) for k, c in enumerate("pro")]
+    word += [(ord("f"), 90, 700, 98, 712), (ord("i"), 90, 700, 98, 712)]
+    word += [(ord(c), 98 + 6 * k, 700, 104 + 6 * k, 712) for k, c in enumerate("le")]
+    text = PageText(word + [(0x20, 110, 700, 113, 712)] + [(ord(c), 113 + 6 * k, 700, 119 + 6 * k, 712)
+                                                           for k, c in enumerate("page")], 612, 792, 0, 0.0)
+    assert [l.text for l in textlayer.text_lines(text, 72)] == ["profile page"]

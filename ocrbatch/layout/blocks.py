@@ -44,6 +44,7 @@ def build_blocks(rows: Sequence[Row], h: float) -> list[Block]:
     if not rows:
         return []
     edges = _column_edges(rows)
+    brk = _paragraph_gap(rows, h)
     tables = {start: (end, table) for start, end, table in find_tables(rows, h)}
     blocks: list[Block] = []
     i = 0
@@ -58,7 +59,7 @@ def build_blocks(rows: Sequence[Row], h: float) -> list[Block]:
         nxt = rows[i + 1] if i + 1 < len(rows) else None
         text = row.text
         cur = blocks[-1] if blocks else None
-        level = _heading_level(row, prev, nxt, h, edges)
+        level = _heading_level(row, prev, nxt, h, edges, brk)
         if level:
             if (cur is not None and cur.kind == "heading" and cur.level == level and cur.last is not None
                     and _gap(cur.last, row) <= 0.8 * h and cur.last.column == row.column):
@@ -66,14 +67,14 @@ def build_blocks(rows: Sequence[Row], h: float) -> list[Block]:
                 cur.last = row
             else:
                 blocks.append(Block("heading", [text], level=level, left=row.x0, last=row))
-        elif (m := _BULLET.match(text)) or ((m := _ENUM.match(text)) and not _continues(cur, row, h, edges)):
+        elif (m := _BULLET.match(text)) or ((m := _ENUM.match(text)) and not _continues(cur, row, h, edges, brk)):
             marker = m.group(0).strip()
             marker = marker if _ENUM.match(text) else "-"
             blocks.append(Block("item", [text[m.end():].strip()], marker=marker, left=row.x0, last=row))
-        elif cur is not None and cur.kind == "item" and _continues_item(cur, row, h):
+        elif cur is not None and cur.kind == "item" and _continues_item(cur, row, h, brk):
             cur.lines[0] = _join(cur.lines[0], text)
             cur.last = row
-        elif cur is not None and cur.kind == "para" and _continues(cur, row, h, edges):
+        elif cur is not None and cur.kind == "para" and _continues(cur, row, h, edges, brk):
             if _wraps(cur.last, row, edges, h) and not _is_form_row(cur.last, h) and not _is_form_row(row, h) \
                     and not _LEADER_END.search(cur.last.text):
                 cur.lines[-1] = _join(cur.lines[-1], text)
@@ -101,6 +102,15 @@ def _column_edges(rows: Sequence[Row]) -> dict[tuple, tuple[float, float]]:
         if col in (("head",), ("foot",)) or len(rs) < 3:
             edges[col] = page
     return edges
+
+
+def _paragraph_gap(rows: Sequence[Row], h: float) -> float:
+    """The space between two rows beyond which a new paragraph starts: a little more than the page's
+    usual space between the lines of a paragraph (generous leading is not a paragraph break), and
+    never less than 0.9 body heights."""
+    gaps = sorted(g for a, b in zip(rows, rows[1:]) if a.column == b.column and 0 < (g := _gap(a, b)) < 2 * h)
+    lead = gaps[len(gaps) // 2] if gaps else 0.5 * h
+    return max(0.9 * h, lead + 0.35 * h)
 
 
 def _is_form_row(row: Row, h: float) -> bool:
@@ -140,7 +150,7 @@ def _tall(row: Row, h: float) -> float:
     return max(l.height for l in row.lines) / h
 
 
-def _heading_level(row: Row, prev: Row | None, nxt: Row | None, h: float, edges) -> int:
+def _heading_level(row: Row, prev: Row | None, nxt: Row | None, h: float, edges, brk: float) -> int:
     text = row.text
     words = text.split()
     if not words or len(words) > 14 or len(text) < 2 or _SENTENCE_END.search(text) or text.endswith((",", "-")):
@@ -157,7 +167,7 @@ def _heading_level(row: Row, prev: Row | None, nxt: Row | None, h: float, edges)
         return 0
     above = _gap(prev, row) if prev is not None and prev.column == row.column else 9 * h
     below = _gap(row, nxt) if nxt is not None and nxt.column == row.column else 9 * h
-    isolated = above >= 0.9 * h and below >= 0.6 * h
+    isolated = above >= brk and below >= 0.6 * h
     section = _SECTION.match(text)
     if ratio >= 1.25 and (isolated or ratio >= 1.5):
         if section:
@@ -170,7 +180,7 @@ def _heading_level(row: Row, prev: Row | None, nxt: Row | None, h: float, edges)
     return 0
 
 
-def _continues(cur: Block | None, row: Row, h: float, edges) -> bool:
+def _continues(cur: Block | None, row: Row, h: float, edges, brk: float) -> bool:
     """Does `row` carry on paragraph `cur`?"""
     if cur is None or cur.kind != "para" or cur.last is None:
         return False
@@ -184,7 +194,7 @@ def _continues(cur: Block | None, row: Row, h: float, edges) -> bool:
         # text that runs off the bottom of one column goes on at the top of the next
         return _is_full(last, edges, h) and not _SENTENCE_END.search(last.text) and \
             abs(row.x0 - edges[row.column][0]) <= 0.8 * h
-    if _gap(last, row) > 0.9 * h:
+    if _gap(last, row) > brk:
         return False
     full, ended = _wraps(last, row, edges, h), _SENTENCE_END.search(last.text)
     if row.x0 > cur.left + 0.8 * h and len(cur.lines) == 1 and cur.lines[0] == last.text and full and not ended:
@@ -199,9 +209,9 @@ def _continues(cur: Block | None, row: Row, h: float, edges) -> bool:
     return True
 
 
-def _continues_item(cur: Block, row: Row, h: float) -> bool:
+def _continues_item(cur: Block, row: Row, h: float, brk: float) -> bool:
     last = cur.last
-    if last is None or row.column != last.column or _gap(last, row) > 0.9 * h:
+    if last is None or row.column != last.column or _gap(last, row) > brk:
         return False
     return row.x0 >= cur.left + 0.5 * h and row.x0 <= cur.left + 6 * h
 

@@ -7,12 +7,15 @@ Pillow outside it. Output goes to a bounded queue, so memory does not grow with 
 from __future__ import annotations
 
 import collections
+import logging
 import time
 from pathlib import Path
 
 from .. import pdfium
-from ..errors import DecodeError
+from ..errors import DecodeError, error_line
 from ..records import Kind, PageImage, PageRef, PageResult, Status
+
+log = logging.getLogger("ocrbatch")
 
 
 class PdfCache:
@@ -73,6 +76,11 @@ def text_layer_page(ref: PageRef, dpi: int, pdfs: PdfCache, mode: str) -> PageRe
             reason = textlayer.unusable(text) or "the text layer has no lines"
         except DecodeError as exc:
             reason = str(exc)
+        except Exception as exc:  # noqa: BLE001 - a layer we cannot lay out is read by the engine instead
+            log.warning("%s: cannot lay out the text layer (%s); reading the page image instead",
+                        ref.label, error_line(exc))
+            log.debug("text layer of %s", ref.label, exc_info=True)
+            reason = f"cannot lay out the text layer: {error_line(exc)}"
     if mode == "only":
         return PageResult(ref=ref, status=Status.FAILED, error=f"{reason} (--text-layer only)")
     return None

@@ -18,6 +18,7 @@ from typing import Callable, Sequence
 
 from ..engines.base import Engine
 from ..gpu.adaptive import BatchSizeController
+from ..errors import error_line
 from ..records import Batch, PageImage, PageOutput, PageResult, Status
 from .stats import WorkerFigures
 
@@ -40,11 +41,6 @@ def is_out_of_memory(exc: BaseException) -> bool:
     if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":
         return True
     return "out of memory" in str(exc).lower()
-
-
-def error_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 class InferWorker:

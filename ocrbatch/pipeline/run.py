@@ -18,7 +18,7 @@ from typing import IO, Any, Callable
 from ..config import RunConfig
 from ..engines import registry
 from ..engines.base import Engine
-from ..errors import EngineLoadError, ExitCode, NoInputsError, OcrbatchError
+from ..errors import EngineLoadError, ExitCode, NoInputsError, OcrbatchError, error_line
 from ..gpu.nvml import ResourceSampler
 from ..manifest import Manifest
 from ..records import Batch, PageImage, PageResult, Status
@@ -27,7 +27,7 @@ from ..gpu.device import load_reader, resolve_devices
 from .batcher import Batcher
 from .decode import PdfCache, decode_page, text_layer_page
 from .discover import Discovery, discover
-from .infer import InferWorker, error_line
+from .infer import InferWorker
 from .queue import ClosableQueue, Closed
 from .stats import Snapshot, Stats, summary_dict
 from .write import Writer
@@ -126,6 +126,11 @@ class _Run:
                     page = decode_page(ref, self.config.dpi, pdfs)
                 except OcrbatchError as exc:
                     self.results.put(PageResult(ref=ref, status=Status.FAILED, error=str(exc)))
+                    continue
+                except Exception as exc:  # noqa: BLE001 - a decoder bug on one file fails that page only
+                    log.debug("decoding %s failed", ref.label, exc_info=True)
+                    self.results.put(PageResult(ref=ref, status=Status.FAILED,
+                                                error=f"cannot decode: {error_line(exc)}"))
                     continue
                 finally:
                     self.stats.add_busy("decode", time.perf_counter() - t0)

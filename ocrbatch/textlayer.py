@@ -29,6 +29,7 @@ SCAN_MIN_CHARS = 200  # ... unless the layer has this many characters (an OCR la
 
 _BREAKS = {0x0A, 0x0D}
 _SPACES = {0x09, 0x20, 0xA0}
+_SOFT_HYPHENS = {0x02, 0xFFFE}  # how PDFium marks a hyphen that breaks a word at the end of a line
 _LEADERS = {ord(c) for c in ".·…_-‥"}
 
 
@@ -45,7 +46,7 @@ def unusable(text: PageText) -> str | None:
     visible = [c[0] for c in text.chars if c[0] > 0x20 and c[0] not in _SPACES]
     if len(visible) < MIN_CHARS:
         return "the page has no text layer" if not visible else "the text layer is nearly empty"
-    bad = sum(1 for c in visible if c == 0xFFFD or 0xE000 <= c <= 0xF8FF or c in (0xFFFE, 0xFFFF))
+    bad = sum(1 for c in visible if c in (0xFFFD, 0xFFFF) or 0xE000 <= c <= 0xF8FF)
     if bad > MAX_BAD * len(visible):
         return "the text layer is garbage (unmapped glyphs)"
     marks = [c for c in visible if c not in _LEADERS]  # a table of contents is half dot leaders
@@ -136,7 +137,7 @@ def text_lines(text: PageText, dpi: float, turn: int = 0) -> list[TextLine]:
         box = (left * scale, (page_h - top) * scale, right * scale, (page_h - bottom) * scale)
         if boxes and not _same_segment(boxes[-1], box):
             close()
-        line.append("-" if code == 0x02 else chr(code))  # 0x02: PDFium's end-of-line hyphen
+        line.append("-" if code in _SOFT_HYPHENS else chr(code))
         boxes.append(box)
     close()
     return lines

@@ -194,3 +194,15 @@ def test_letters_of_a_ligature_glyph_stay_in_their_word():
     text = PageText(word + [(0x20, 110, 700, 113, 712)] + [(ord(c), 113 + 6 * k, 700, 119 + 6 * k, 712)
                                                            for k, c in enumerate("page")], 612, 792, 0, 0.0)
     assert [l.text for l in textlayer.text_lines(text, 72)] == ["profile page"]
+
+
+def test_a_word_hyphenated_at_the_end_of_a_line_is_joined_again():
+    from ocrbatch.pdfium import PageText
+
+    def word(text, x, y):
+        return [(ord(c), x + 6 * k, y, x + 6 + 6 * k, y + 12) for k, c in enumerate(text)]
+
+    first = word("A long list of ASN.1 declara", 72, 700)
+    first.append((0xFFFE, first[-1][3], 700, first[-1][3] + 4, 712))  # PDFium's line-end hyphen
+    md = textlayer.page_markdown(PageText(first + word("tions follows.", 72, 686), 612, 792, 0, 0.0), 72).markdown
+    assert "declarations follow" in md and "\ufffe" not in md

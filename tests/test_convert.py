@@ -112,6 +112,9 @@ def test_exit_codes_for_usage_no_inputs_and_missing_paths(tmp_path):
                 "--engine", "fake")
     assert r.returncode == 3 and "gone.png: no such file" in r.stderr
     assert (tmp_path / "o" / "here.md").exists()
+    (tmp_path / "taken").write_text("a file where the output folder should go")
+    r = run_cli("convert", str(tmp_path / "here.png"), "-o", str(tmp_path / "taken"), "--engine", "fake")
+    assert r.returncode == 2 and r.stderr.strip() == f"ocrbatch: error: output {tmp_path / 'taken'} is a file, not a folder"
 
 
 @pytest.mark.parametrize("engine", [NoLoadEngine], indirect=True)

@@ -18,7 +18,7 @@ from typing import IO, Any, Callable
 from ..config import RunConfig
 from ..engines import registry
 from ..engines.base import Engine
-from ..errors import EngineLoadError, ExitCode, NoInputsError, OcrbatchError, error_line
+from ..errors import EngineLoadError, ExitCode, NoInputsError, OcrbatchError, UsageError, error_line
 from ..gpu.nvml import ResourceSampler
 from ..manifest import Manifest
 from ..records import Batch, PageImage, PageResult, Status
@@ -304,6 +304,7 @@ def run(config: RunConfig, *, stdin: IO[str] | None = None,
     `watch`, if given, is called once before the first page moves, with a function that returns a fresh
     Snapshot; a reader (panel, log lines, metrics) calls it from its own thread whenever it likes.
     """
+    _check_output(config.output)
     engine_class = registry.engine_class(config.engine)
     devices = resolve_devices(config.devices, getattr(engine_class, "uses_gpu", False))
     options = config.engine_options
@@ -316,3 +317,17 @@ def run(config: RunConfig, *, stdin: IO[str] | None = None,
         options = dataclasses.replace(options, pin_memory=any(d.startswith("cuda") for d in devices))
     engines = [engine_class(options) for _ in devices]
     return _Run(config, engines, devices, stdin).execute(watch)
+
+
+def _check_output(out) -> None:
+    """The output folder exists (made if need be) and can be written, before any work starts."""
+    import os
+
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"output {out} is a file, not a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create the output folder {out}: {exc.strerror or exc}") from exc
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise UsageError(f"cannot write to the output folder {out}: permission denied")

@@ -70,6 +70,12 @@ def convert(
     text_layer: str = typer.Option("auto", "--text-layer",
                                    help="PDF pages with a real text layer: auto (use it, OCR the rest), "
                                         "off (OCR every page) or only (never OCR; other pages fail)."),
+    ray: Optional[str] = typer.Option(None, "--ray", metavar="ADDRESS",
+                                      help="Convert on a Ray cluster: auto (the cluster this machine is part "
+                                           "of), local (a Ray instance just for this run) or the head's address."),
+    ray_workers: Optional[int] = typer.Option(None, "--ray-workers",
+                                              help="Engine workers on the Ray cluster (default: one per GPU, "
+                                                   "or one per 2 CPUs for a CPU engine)."),
     max_batch: int = typer.Option(8, "--max-batch", help="Most pages in one engine batch."),
     max_wait_ms: int = typer.Option(200, "--max-wait-ms", help="Longest a page waits for its batch to fill."),
     workers: Optional[int] = typer.Option(None, "--workers", "-j", help="Decode threads (default: up to 4)."),
@@ -100,7 +106,7 @@ def convert(
             engine_options=EngineOptions(model=model, dtype=dtype, prompt=prompt, max_new_tokens=max_new_tokens),
             devices=devices, dpi=dpi, text_layer=text_layer, max_batch=max_batch, max_wait_ms=max_wait_ms,
             workers=workers or default_workers(), pages=PageSelection.parse(pages) if pages else None,
-            force=force, null_separated=null,
+            force=force, null_separated=null, ray=ray, ray_workers=ray_workers,
         )
         return _run_convert(config, as_json=as_json, quiet=quiet, progress=not no_progress,
                             log_every=log_every, metrics_file=metrics_file)

@@ -72,6 +72,8 @@ class RunConfig:
     force: bool = False
     null_separated: bool = False  # `-` reads NUL-separated paths (find -print0)
     text_layer: str = "auto"  # PDF text layer: auto (use it when usable), off (always OCR), only (never OCR)
+    ray: str | None = None  # convert on a Ray cluster: auto, local, or the head's address (cluster.py)
+    ray_workers: int | None = None  # actors on it; None: one per GPU, or per `threads` CPUs
 
     def __post_init__(self) -> None:
         if not self.inputs:
@@ -84,6 +86,10 @@ class RunConfig:
             raise UsageError("--max-wait-ms cannot be negative")
         if self.workers < 1:
             raise UsageError("--workers must be at least 1")
+        if self.ray_workers is not None and self.ray_workers < 1:
+            raise UsageError("--ray-workers must be at least 1")
+        if self.ray_workers is not None and not self.ray:
+            raise UsageError("--ray-workers needs --ray")
         if self.text_layer not in ("auto", "off", "only"):
             raise UsageError(f"--text-layer {self.text_layer}: choose auto, off or only")
 

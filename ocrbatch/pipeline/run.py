@@ -4,6 +4,9 @@
         └──────────────── skips and failures go straight to results ──────────────────┘
 
 Each arrow is a bounded, closable queue; each stage closes its output when its input is drained.
+With `--ray`, one remote stage (cluster.py) takes the place of decode, batch and infer:
+
+    discover ─refs─▶ remote ══▶ Ray actors on the cluster (decode, engine) ══▶ results ─▶ write
 """
 
 from __future__ import annotations
@@ -82,7 +85,8 @@ class _Run:
         self.writer = Writer(self.out, self.manifest, engines[0].identity())
         self.found = Discovery()
         self.controller = BatchSizeController(config.max_batch)
-        n_dec, n_dev = config.workers, len(engines)
+        n_dec, n_dev = (0, 1) if config.ray else (config.workers, len(engines))
+        self.dispatcher: Any = None  # cluster.Dispatcher, with --ray
         self.stats = Stats(workers={"decode": n_dec, "infer": n_dev})
         self.sampler = ResourceSampler()
         self.refs: ClosableQueue = ClosableQueue(max(64, 4 * n_dec), 1, "decode")
@@ -184,6 +188,46 @@ class _Run:
         finally:
             self.batches.close()
 
+    def remote_stage(self) -> None:
+        """--ray: group page refs into tasks of up to --max-batch pages (a task closes when full or when
+        its first page has waited --max-wait-ms) and hand them to the cluster's actors."""
+        from ..cluster import Dispatcher
+
+        def busy(seconds: float, pages: int) -> None:
+            self.stats.add_busy("infer", seconds / max(1, self.dispatcher.workers))
+
+        self.dispatcher = Dispatcher(self.config, getattr(self.engines[0], "uses_gpu", False),
+                                     emit=self.results.put, busy=busy)
+        unit: list = []
+        since = 0.0
+
+        def send() -> None:
+            nonlocal unit
+            if unit:
+                self.stats.add_batch(len(unit))
+                self.stats.begin("infer")
+                self.dispatcher.submit(unit)
+                unit = []
+
+        try:
+            while True:
+                try:
+                    ref = self.refs.get(0.05)
+                except Closed:
+                    send()
+                    break
+                if ref is not None:
+                    if not unit:
+                        since = time.monotonic()
+                    unit.append(ref)
+                if len(unit) >= self.config.max_batch or \
+                        (unit and time.monotonic() - since >= self.config.max_wait_s):
+                    send()
+                self.dispatcher.collect(block=False)
+            self.dispatcher.drain()
+        finally:
+            self.results.close()
+
     def infer_stage(self, engine: Engine, device: str) -> None:
         loaded = False
 
@@ -244,11 +288,14 @@ class _Run:
 
     def execute(self, watch: Callable[[Callable[[], Snapshot]], None] | None) -> Summary:
         threads = [threading.Thread(target=self._guard(self.discover_stage), name="discover", daemon=True)]
-        threads += [threading.Thread(target=self._guard(self.decode_stage), name=f"decode-{i}", daemon=True)
-                    for i in range(self.config.workers)]
-        threads.append(threading.Thread(target=self._guard(self.batch_stage), name="batch", daemon=True))
-        threads += [threading.Thread(target=self._guard(self.infer_stage, e, d), name=f"infer-{d}", daemon=True)
-                    for e, d in zip(self.engines, self.devices)]
+        if self.config.ray:
+            threads.append(threading.Thread(target=self._guard(self.remote_stage), name="remote", daemon=True))
+        else:
+            threads += [threading.Thread(target=self._guard(self.decode_stage), name=f"decode-{i}", daemon=True)
+                        for i in range(self.config.workers)]
+            threads.append(threading.Thread(target=self._guard(self.batch_stage), name="batch", daemon=True))
+            threads += [threading.Thread(target=self._guard(self.infer_stage, e, d), name=f"infer-{d}",
+                                         daemon=True) for e, d in zip(self.engines, self.devices)]
         self.sampler.start()
         if watch is not None:
             watch(self.snapshot)
@@ -290,7 +337,8 @@ class _Run:
             sources=self.found.sources,
             missing_inputs=list(self.found.missing_inputs),
             renamed=list(self.found.renamed),
-            engine=self.engines[0].describe(),
+            engine={**self.engines[0].describe(),
+                    **({"ray_workers": self.dispatcher.workers} if self.dispatcher is not None else {})},
             figures=summary_dict(snap),
             output=str(self.out),
             failures=self.failures,
@@ -306,6 +354,15 @@ def run(config: RunConfig, *, stdin: IO[str] | None = None,
     """
     _check_output(config.output)
     engine_class = registry.engine_class(config.engine)
+    if config.ray:  # the cluster's actors hold the engines; this one only names the engine for the manifest
+        from .. import cluster
+
+        cluster.connect(config.ray)
+        try:
+            return _Run(config, [engine_class(config.engine_options)], ("ray",), stdin).execute(watch)
+        finally:
+            if config.ray == "local":
+                cluster.shutdown()
     devices = resolve_devices(config.devices, getattr(engine_class, "uses_gpu", False))
     options = config.engine_options
     if not options.buffer_pages:  # how far decoding may run ahead of the devices (the pool's back-pressure)

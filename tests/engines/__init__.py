@@ -26,6 +26,20 @@ class CrashOnPage(FakeEngine):
         return super().infer(pages)
 
 
+class KillOnPage(FakeEngine):
+    """Ends its whole process, as a segfault in native code would, on a page whose name contains `needle`."""
+
+    name = "kill-on-page"
+    needle = "fatal"
+
+    def infer(self, pages: Sequence[PageImage]) -> list[PageOutput | Exception]:
+        if any(self.needle in p.ref.source.path.name for p in pages):
+            import os
+
+            os._exit(3)
+        return super().infer(pages)
+
+
 class RecordingEngine(FakeEngine):
     """Remembers the size of every batch it was given."""
 

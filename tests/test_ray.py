@@ -1,0 +1,99 @@
+"""Scale-out on a real Ray cluster, started here on this machine (no mocks; a few seconds to start)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from ocrbatch.config import EngineOptions, RunConfig
+from ocrbatch.errors import EngineLoadError
+from ocrbatch.pipeline.run import run
+
+import engines
+from conftest import draw_page, manifest, save_pdf
+from ocrbatch.engines import registry
+
+ray = pytest.importorskip("ray")
+ray.cloudpickle.register_pickle_by_value(engines)  # the workers get the fault engines' code with the task
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture()
+def docs(tmp_path: Path) -> Path:
+    root = tmp_path / "docs"
+    (root / "scans").mkdir(parents=True)
+    draw_page("Invoice 2041\nTotal due 310.00", (700, 400)).save(root / "scans" / "invoice.png")
+    draw_page("Minutes of the meeting\nheld on Monday", (700, 400)).save(root / "minutes.jpg")
+    save_pdf(root / "report.pdf", [draw_page(f"Report page {n}\nNothing to add", (700, 400)) for n in (1, 2, 3)])
+    (root / "broken.pdf").write_bytes(b"%PDF-1.4\n1 0 obj\n<<")
+    return root
+
+
+def _outputs(out: Path) -> dict[str, str]:
+    return {p.relative_to(out).as_posix(): p.read_text() for p in sorted(out.rglob("*.md"))}
+
+
+def test_a_run_on_ray_writes_what_a_local_run_writes(cluster, docs, tmp_path):
+    local, remote = tmp_path / "local", tmp_path / "remote"
+    run(RunConfig(inputs=(str(docs),), output=local))
+    summary = run(RunConfig(inputs=(str(docs),), output=remote, ray="auto", ray_workers=2, max_batch=2))
+    assert _outputs(remote) == _outputs(local)
+    assert len(_outputs(remote)) == 5 and "Total due 310.00" in _outputs(remote)["scans/invoice.md"]
+    assert summary.counts["ok"] == 5 and summary.counts["failed"] == 1 and summary.exit_code == 3
+    assert summary.engine["ray_workers"] == 2
+    records = {(Path(r["source"]).name, r["page"]): r for r in manifest(remote)}
+    assert records[("broken.pdf", None)]["status"] == "failed"
+    assert {records[("report.pdf", n)]["output"] for n in (1, 2, 3)} == {f"report/page-000{n}.md" for n in (1, 2, 3)}
+    again = run(RunConfig(inputs=(str(docs),), output=remote, ray="auto"))
+    assert again.counts["skipped"] == 5 and again.counts["ok"] == 0  # resume works as it does locally
+
+
+def test_an_engine_that_cannot_load_on_the_cluster_stops_the_run_with_its_error(cluster, docs, tmp_path):
+    config = RunConfig(inputs=(str(docs / "minutes.jpg"),), output=tmp_path / "out", engine="deepseek-ocr2",
+                       engine_options=EngineOptions(model=str(tmp_path / "no-such-weights")), devices="cpu",
+                       ray="auto")
+    with pytest.raises(EngineLoadError, match="no-such-weights"):
+        run(config)
+
+
+def test_a_gpu_engine_on_a_cluster_without_gpus_is_an_engine_load_error(cluster, docs, tmp_path):
+    config = RunConfig(inputs=(str(docs / "minutes.jpg"),), output=tmp_path / "out", engine="deepseek-ocr2",
+                       engine_options=EngineOptions(model=str(tmp_path)), ray="auto")
+    with pytest.raises(EngineLoadError, match="Ray cluster has none"):
+        run(config)
+
+
+@pytest.fixture()
+def fault_engine(request):
+    registry.register(request.param.name, request.param)
+    yield request.param.name
+    registry.unregister(request.param.name)
+
+
+@pytest.mark.parametrize("fault_engine", [engines.CrashOnPage], indirect=True)
+def test_a_page_that_makes_the_engine_raise_on_a_worker_fails_alone(cluster, docs, tmp_path, fault_engine):
+    draw_page("this one explodes").save(docs / "poison.png")
+    out = tmp_path / "out"
+    summary = run(RunConfig(inputs=(str(docs),), output=out, engine=fault_engine, ray="auto", max_batch=8))
+    records = {Path(r["source"]).name: r for r in manifest(out) if r["page"] in (None, 1)}
+    assert records["poison.png"]["status"] == "failed" and "engine exploded" in records["poison.png"]["error"]
+    assert summary.counts["ok"] == 5  # its batch-mates were split off and converted
+
+
+@pytest.mark.parametrize("fault_engine", [engines.KillOnPage], indirect=True)
+def test_a_page_that_kills_its_worker_fails_and_the_run_goes_on(cluster, docs, tmp_path, fault_engine):
+    draw_page("this one kills the process").save(docs / "fatal.png")
+    out = tmp_path / "out"
+    summary = run(RunConfig(inputs=(str(docs),), output=out, engine=fault_engine, ray="auto", ray_workers=2,
+                            max_batch=1))
+    records = {Path(r["source"]).name: r for r in manifest(out) if r["page"] in (None, 1)}
+    assert records["fatal.png"]["status"] == "failed" and "died" in records["fatal.png"]["error"]
+    assert summary.counts["ok"] == 5 and summary.exit_code == 3

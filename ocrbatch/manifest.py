@@ -63,6 +63,10 @@ class Manifest:
             and (self.out_dir / ref.output).is_file()
         )
 
+    def attachments(self, ref: PageRef) -> list[str]:
+        """Files an earlier run wrote beside this page's Markdown (relative to the output folder)."""
+        return list(self._latest.get(_key(str(ref.source.path), ref.page), {}).get("attachments", []))
+
     def record(self, result: PageResult, engine_identity: str) -> dict[str, Any]:
         ref = result.ref
         rec: dict[str, Any] = {
@@ -79,11 +83,15 @@ class Manifest:
         }
         if result.info:
             rec["info"] = result.info
+        if result.attachments and result.status is not Status.FAILED:
+            rec["attachments"] = [a.relpath.as_posix() for a in result.attachments]
         if result.status is Status.SKIPPED:
             # A skip keeps what the earlier run measured, so the manifest stays the page's history.
             earlier = self._latest.get(_key(rec["source"], rec["page"]), {})
             rec["done_as"] = earlier.get("done_as") or earlier.get("status")
             rec["timings"] = earlier.get("timings", {})
+            if earlier.get("attachments"):
+                rec["attachments"] = earlier["attachments"]
             rec["finished_at"] = earlier.get("finished_at", rec["finished_at"])
         self._append(rec)
         return rec

@@ -10,8 +10,10 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import draw_page, manifest, run_cli, save_pdf
-from engines import CrashOnPage, NoLoadEngine, RecordingEngine
+from engines import CrashOnPage, FigureEngine, NoLoadEngine, RecordingEngine
 from ocrbatch.cli import app
+from ocrbatch.config import RunConfig
+from ocrbatch.pipeline.run import run
 from ocrbatch.engines import registry
 
 
@@ -180,3 +182,15 @@ def test_two_cpu_workers_give_the_same_output_as_one(docs, tmp_path):
 def test_a_gpu_that_is_not_there_is_an_engine_load_error(docs, tmp_path):
     r = run_cli("convert", str(docs), "-o", str(tmp_path / "md"), "--engine", "fake", "--devices", "7")
     assert r.returncode == 5 and "cuda:7 not available" in r.stderr
+
+
+@pytest.mark.parametrize("engine", [FigureEngine], indirect=True)
+def test_a_page_redone_with_fewer_figures_leaves_no_stale_image_behind(engine, tmp_path, monkeypatch):
+    draw_page("a page with pictures").save(tmp_path / "scan.png")
+    out = tmp_path / "out"
+    run(RunConfig(inputs=(str(tmp_path / "scan.png"),), output=out, engine=engine))
+    assert sorted(p.name for p in (out / "images").iterdir()) == ["scan-1.png", "scan-2.png"]
+    monkeypatch.setattr(FigureEngine, "figures", 1)
+    run(RunConfig(inputs=(str(tmp_path / "scan.png"),), output=out, engine=engine, force=True))
+    assert sorted(p.name for p in (out / "images").iterdir()) == ["scan-1.png"]
+    assert manifest(out)[0]["attachments"] == ["images/scan-1.png"]

@@ -45,6 +45,7 @@ class Writer:
                     atomic_write(self.out_dir / att.relpath, att.data)
                 text = result.markdown if result.markdown.endswith("\n") else result.markdown + "\n"
                 atomic_write(self.out_dir / result.ref.output, text.encode("utf-8"))
+                self._remove_stale(result)
             except OSError as exc:
                 result.status = Status.FAILED
                 result.error = f"cannot write {result.ref.output}: {exc.strerror or exc}"
@@ -59,3 +60,11 @@ class Writer:
         self.manifest.record(result, self.engine_identity)
         self.counts[result.status] += 1
         self.busy_s += time.perf_counter() - t0
+
+    def _remove_stale(self, result: PageResult) -> None:
+        """Figures an earlier run wrote for this page that the new Markdown no longer links."""
+        assert result.ref is not None
+        now = {a.relpath.as_posix() for a in result.attachments}
+        for rel in self.manifest.attachments(result.ref):
+            if rel not in now and not rel.startswith("/") and ".." not in rel.split("/"):
+                (self.out_dir / rel).unlink(missing_ok=True)

@@ -40,6 +40,24 @@ class KillOnPage(FakeEngine):
         return super().infer(pages)
 
 
+class FigureEngine(FakeEngine):
+    """Writes `figures` images beside each page, as DeepSeek-OCR-2 does for the pictures it finds."""
+
+    name = "figures"
+    figures = 2
+
+    def infer(self, pages: Sequence[PageImage]) -> list[PageOutput | Exception]:
+        from ocrbatch.records import Attachment
+
+        outs = super().infer(pages)
+        for page, out in zip(pages, outs):
+            rels = [page.ref.output.parent / "images" / f"{page.ref.output.stem}-{k}.png"
+                    for k in range(1, self.figures + 1)]
+            out.attachments = [Attachment(r, b"png bytes") for r in rels]
+            out.markdown += "".join(f"\n![](images/{r.name})\n" for r in rels)
+        return outs
+
+
 class RecordingEngine(FakeEngine):
     """Remembers the size of every batch it was given."""
 

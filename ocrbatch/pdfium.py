@@ -3,6 +3,7 @@ call into it holds one process-wide lock; callers do their Pillow/numpy work out
 
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 from .errors import DecodeError
 
 LOCK = threading.RLock()
+MAX_RENDER_PIXELS = 64_000_000  # a page is rendered at --dpi, or smaller if it would exceed this
 
 
 def _why(exc: Exception) -> str:
@@ -44,7 +46,10 @@ class PdfHandle:
             try:
                 page = self._doc[index]
                 try:
-                    bitmap = page.render(scale=dpi / 72.0, grayscale=False)
+                    width, height = page.get_size()
+                    # A poster-sized page at --dpi would take gigabytes: cap its pixels, not its dpi.
+                    scale = min(dpi / 72.0, math.sqrt(MAX_RENDER_PIXELS / max(1.0, width * height)))
+                    bitmap = page.render(scale=scale, grayscale=False)
                     # to_pil() shares the bitmap's memory; copy it while we hold the lock.
                     image = bitmap.to_pil().copy()
                     bitmap.close()

@@ -194,3 +194,17 @@ def test_a_page_redone_with_fewer_figures_leaves_no_stale_image_behind(engine, t
     run(RunConfig(inputs=(str(tmp_path / "scan.png"),), output=out, engine=engine, force=True))
     assert sorted(p.name for p in (out / "images").iterdir()) == ["scan-1.png"]
     assert manifest(out)[0]["attachments"] == ["images/scan-1.png"]
+
+
+def test_a_poster_sized_pdf_page_is_rendered_within_a_pixel_budget(tmp_path):
+    from ocrbatch import pdfium
+
+    # 1000 px at 5 dpi: a page 200 inches square, 30000 x 30000 px (2.7 GB) at the default 150 dpi.
+    poster = tmp_path / "poster.pdf"
+    draw_page("A very large poster", (1000, 1000)).save(poster, resolution=5)
+    handle = pdfium.PdfHandle(poster)
+    try:
+        width, height = handle.render(0, 150).size
+        assert width * height <= pdfium.MAX_RENDER_PIXELS and width > 7000
+    finally:
+        handle.close()

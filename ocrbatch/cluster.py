@@ -72,11 +72,13 @@ class PageConverter:
 
     def __init__(self, engine_class: type, options: EngineOptions, dpi: int, text_layer: str,
                  max_batch: int) -> None:
+        from .gpu.adaptive import BatchSizeController
         from .pipeline.decode import PdfCache
 
         self.engine = engine_class(options)
         self.loaded = False
-        self.dpi, self.text_layer, self.max_batch = dpi, text_layer, max_batch
+        self.controller = BatchSizeController(max_batch)  # lowered after an out-of-memory error, for good
+        self.dpi, self.text_layer = dpi, text_layer
         self.pdfs = PdfCache(2)
         self.dir = Path(tempfile.mkdtemp(prefix="ocrbatch-ray-"))
         self.files: OrderedDict[tuple, Path] = OrderedDict()  # the last few input files, on local disk
@@ -89,7 +91,6 @@ class PageConverter:
 
     def convert(self, refs: list[PageRef], blobs: list[Blob]) -> list[PageResult]:
         """Every page of `refs` as one result each, in any order."""
-        from .gpu.adaptive import BatchSizeController
         from .pipeline.decode import decode_page, text_layer_page
         from .pipeline.infer import InferWorker
 
@@ -118,7 +119,7 @@ class PageConverter:
 
                 self.engine.load("cuda:0" if ray.get_gpu_ids() else "cpu")
                 self.loaded = True
-            worker = InferWorker(self.engine, results.append, BatchSizeController(self.max_batch))
+            worker = InferWorker(self.engine, results.append, self.controller)
             try:
                 worker.run_batch(images)
             finally:

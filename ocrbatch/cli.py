@@ -63,6 +63,9 @@ def convert(
     prompt: str = typer.Option("markdown", "--prompt",
                                help="markdown, free, or your own text containing <image> (deepseek-ocr2)."),
     max_new_tokens: int = typer.Option(8192, "--max-new-tokens", help="Most tokens per page (deepseek-ocr2)."),
+    threads: Optional[int] = typer.Option(None, "--threads",
+                                          help="CPU threads for the engine (rapidocr: default the CPUs available, "
+                                               "up to 8; with --ray, the CPUs each worker takes, default 2)."),
     devices: str = typer.Option("auto", "--devices",
                                 help="Where engines run: auto (every GPU for a GPU engine), cpu, 0,1 or cuda:0; "
                                      "one worker per device."),
@@ -103,7 +106,8 @@ def convert(
             raise UsageError(f"unknown engine {engine!r}; choose one of: {', '.join(registry.names())}")
         config = RunConfig(
             inputs=tuple(inputs), output=output, engine=engine,
-            engine_options=EngineOptions(model=model, dtype=dtype, prompt=prompt, max_new_tokens=max_new_tokens),
+            engine_options=EngineOptions(model=model, dtype=dtype, prompt=prompt, max_new_tokens=max_new_tokens,
+                                         threads=threads),
             devices=devices, dpi=dpi, text_layer=text_layer, max_batch=max_batch, max_wait_ms=max_wait_ms,
             workers=workers or default_workers(), pages=PageSelection.parse(pages) if pages else None,
             force=force, null_separated=null, ray=ray, ray_workers=ray_workers,

@@ -48,13 +48,21 @@ class EngineOptions:
     prompt: str = "markdown"
     max_new_tokens: int = 8192
     min_new_tokens: int = 0  # benchmarks: equal to max_new_tokens, every page gets exactly that many
-    threads: int | None = None  # CPU threads for the engine's own kernels
+    threads: int | None = None  # CPU threads for the engine (rapidocr: tasks in parallel; torch on a CPU)
     buffer_pages: int = 0  # pages whose preprocessed inputs may wait in buffers at once; 0: the engine's default
     pin_memory: bool | None = None  # page-locked host buffers; None: when CUDA is available
 
 
+def available_cpus() -> int:
+    """CPUs this process may run on (its affinity mask, which containers and taskset narrow)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
 def default_workers() -> int:
-    return max(1, min(4, os.cpu_count() or 1))
+    return min(4, available_cpus())
 
 
 @dataclass(frozen=True)
@@ -86,6 +94,8 @@ class RunConfig:
             raise UsageError("--max-wait-ms cannot be negative")
         if self.workers < 1:
             raise UsageError("--workers must be at least 1")
+        if self.engine_options.threads is not None and self.engine_options.threads < 1:
+            raise UsageError("--threads must be at least 1")
         if self.ray_workers is not None and self.ray_workers < 1:
             raise UsageError("--ray-workers must be at least 1")
         if self.ray_workers is not None and not self.ray:

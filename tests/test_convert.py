@@ -109,6 +109,8 @@ def test_exit_codes_for_usage_no_inputs_and_missing_paths(tmp_path):
     assert run_cli("convert", str(empty), "-o", str(tmp_path / "o"), "--pages", "x").returncode == 2
     assert run_cli("convert", str(empty), "-o", str(tmp_path / "o"), "--engine", "nope").returncode == 2
     assert run_cli("convert", str(empty)).returncode == 2  # -o is required
+    assert run_cli("convert", str(empty), "-o", str(tmp_path / "o"), "--threads", "0").returncode == 2
+    assert run_cli("convert", str(empty), "-o", str(tmp_path / "o"), "--ray-workers", "2").returncode == 2
     draw_page("here").save(tmp_path / "here.png")
     r = run_cli("convert", str(tmp_path / "here.png"), str(tmp_path / "gone.png"), "-o", str(tmp_path / "o"),
                 "--engine", "fake")

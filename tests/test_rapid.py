@@ -124,3 +124,14 @@ def test_a_page_that_fails_detection_fails_alone(engine, monkeypatch):
     outs = engine.infer([_page(table()), _page(Image.new("RGB", (333, 200), "white"))])
     assert "apples" in _norm(outs[0].markdown)
     assert isinstance(outs[1], RuntimeError)
+
+
+def test_threads_option_sets_the_engines_parallel_tasks(tmp_path):
+    from conftest import draw_page, run_cli
+    import json
+
+    draw_page("Threads test page").save(tmp_path / "page.png")
+    r = run_cli("convert", str(tmp_path / "page.png"), "-o", str(tmp_path / "out"), "--threads", "1", "--json")
+    summary = json.loads(r.stdout)
+    assert summary["engine"]["threads"] == 1 and summary["pages_ok"] == 1
+    assert "Threads test page" in (tmp_path / "out" / "page.md").read_text()

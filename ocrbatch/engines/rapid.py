@@ -13,13 +13,13 @@ Recognition batches hold lines of similar width from several pages, so a batch p
 
 from __future__ import annotations
 
-import os
 import re
 import unicodedata
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any, Hashable, Sequence
 
+from ..config import available_cpus
 from ..errors import EngineLoadError
 from ..layout import lines_to_markdown
 from ..layout.skew import lines_from_quads
@@ -30,6 +30,7 @@ DET_MODEL = "PP-OCRv6_det_small.onnx"
 REC_MODEL = "PP-OCRv6_rec_small.onnx"
 CLS_MODEL = "ch_ppocr_mobile_v2.0_cls_mobile.onnx"
 
+MAX_THREADS = 8
 MIN_SCORE = 0.5  # lines the recognizer is less sure of are dropped
 # Lines per recognition call. Measured on 2 CPU cores (190 lines of 3 dev pages, width-sorted):
 # one line per call costs the least CPU (4 per call within 10% width: +13%; 6 within 30%: +20%), as
@@ -76,7 +77,9 @@ class RapidOcrEngine(Engine):
         self._cls = ppocr.OrientationClassifier(ppocr.session(cls)) if cls.is_file() else None
         self._ppocr = ppocr
         self._params = ppocr.DetParams()
-        self.workers = self.options.threads or max(1, min(os.cpu_count() or 1, 4))
+        # Each task is single-threaded and holds a page's detector activations (~300 MB): one per CPU,
+        # up to MAX_THREADS unless --threads says otherwise.
+        self.workers = self.options.threads or min(available_cpus(), MAX_THREADS)
         self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="rapidocr")
         self.device = device
 

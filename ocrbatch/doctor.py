@@ -105,6 +105,14 @@ def check_flash_attn() -> Finding:
     return Finding("flash-attn", None, f"installed ({v or 'version unknown'})", {"installed": True, "version": v})
 
 
+def check_ray() -> Finding:
+    if importlib.util.find_spec("ray") is None:
+        return Finding("ray", None, "not installed (only --ray needs it: pip install 'ocrbatch[ray]')",
+                       {"installed": False})
+    v = _version("ray")
+    return Finding("ray", None, f"installed ({v or 'version unknown'}; for --ray)", {"installed": True, "version": v})
+
+
 def check_onnxruntime() -> Finding:
     try:
         import onnxruntime
@@ -242,7 +250,7 @@ def _missing_weights(snap: Path) -> list[str] | None:
 def findings() -> list[Finding]:
     torch_found = check_torch()
     found = [check_python(), Finding("ocrbatch", None, __version__, {"version": __version__}), torch_found,
-             check_gpus(), check_flash_attn(), check_onnxruntime()]
+             check_gpus(), check_flash_attn(), check_ray(), check_onnxruntime()]
     found += check_engines(torch_found)
     cache = hub_cache()
     found += [check_cached_model(m, cache) for m in model_ids()]

@@ -157,9 +157,9 @@ def test_pages_of_one_size_share_batches_up_to_max_batch(engine, tmp_path):
 def test_help_does_not_import_torch():
     code = "import sys; from ocrbatch.cli import app; import typer.testing as t; " \
            "r = t.CliRunner().invoke(app, ['convert', '--help']); assert r.exit_code == 0; " \
-           "print('torch' in sys.modules, 'transformers' in sys.modules)"
+           "print('torch' in sys.modules, 'transformers' in sys.modules, 'ray' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "False False"
+    assert out.strip() == "False False False"
 
 
 def test_writes_are_atomic_no_temporary_files_left(docs, tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
 import os
@@ -42,6 +43,7 @@ def test_doctor_json_reports_the_install_and_exits_0(tmp_path):
     assert isinstance(checks["deepseek-ocr2"]["ok"], bool) and checks["deepseek-ocr2"]["detail"]
     assert "CPUExecutionProvider" in checks["onnxruntime"]["providers"]
     assert isinstance(checks["flash-attn"]["installed"], bool)
+    assert checks["ray"]["installed"] is (importlib.util.find_spec("ray") is not None)
     assert "installed" in checks["torch"] and isinstance(checks["gpus"]["devices"], list)
     models = {c["model"]: c for c in doc["checks"] if c["name"] == "model"}
     assert models[MODEL]["cached"] is True and models[MODEL]["path"].startswith(str(cache))

@@ -171,6 +171,8 @@ class Dispatcher:
             count = config.ray_workers or max(1, int(total // cpus))
             # Asked for more workers than fit: they share the CPUs (Ray accepts fractions).
             per = {"num_cpus": min(float(cpus), total / count), "num_gpus": 0}
+            # Ray does not pin CPUs: an engine sizing itself by the node's CPUs would oversubscribe them.
+            options = dataclasses.replace(options, threads=max(1, int(per["num_cpus"])))
         options = dataclasses.replace(options, pin_memory=gpu,
                                       buffer_pages=options.buffer_pages or 2 * config.max_batch)
         actor = ray.remote(max_restarts=1, max_task_retries=1, **per)(PageConverter)

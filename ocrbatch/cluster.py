@@ -91,7 +91,7 @@ class PageConverter:
 
     def convert(self, refs: list[PageRef], blobs: list[Blob]) -> list[PageResult]:
         """Every page of `refs` as one result each, in any order."""
-        from .pipeline.decode import decode_page, text_layer_page
+        from .pipeline.decode import read_page
         from .pipeline.infer import InferWorker
 
         local = {b.source.path: self._local(b) for b in blobs}
@@ -99,20 +99,17 @@ class PageConverter:
         images = []
         for ref in refs:
             here = dataclasses.replace(ref, source=dataclasses.replace(ref.source, path=local[ref.source.path]))
-            done = text_layer_page(here, self.dpi, self.pdfs, self.text_layer)
-            if done is not None:
-                results.append(dataclasses.replace(done, ref=ref))
+            page = read_page(here, self.dpi, self.pdfs, self.text_layer)
+            if isinstance(page, PageResult):  # text layer, or failed; named after the driver's file
+                results.append(dataclasses.replace(page, ref=ref))
                 continue
+            page.ref = ref
             try:
-                page = decode_page(here, self.dpi, self.pdfs)
-                page.ref = ref  # results name the driver's file, not this node's copy
                 images.append(self.engine.prepare(page))
             except EngineLoadError:
                 raise
-            except OcrbatchError as exc:
-                results.append(PageResult(ref=ref, status=Status.FAILED, error=str(exc)))
-            except Exception as exc:  # noqa: BLE001 - one page's decoding failed; the others go on
-                results.append(PageResult(ref=ref, status=Status.FAILED, error=f"cannot decode: {error_line(exc)}"))
+            except Exception as exc:  # noqa: BLE001 - one page's preprocessing failed; the others go on
+                results.append(PageResult(ref=ref, status=Status.FAILED, error=error_line(exc)))
         if images:
             if not self.loaded:
                 import ray

@@ -85,19 +85,29 @@ def reading_turn(text: PageText) -> int:
     return best if votes[best] > votes[0] else 0
 
 
-def _turned(text: PageText, turn: int):
-    """Characters and page size (unrotated PDF points, y up) after turning the page `turn` degrees
-    clockwise."""
-    w, h = (text.height, text.width) if text.rotation in (90, 270) else (text.width, text.height)
+def _unrotated_size(text: PageText) -> tuple[float, float]:
+    """The page's width and height before /Rotate (the frame its character boxes are in)."""
+    return (text.height, text.width) if text.rotation in (90, 270) else (text.width, text.height)
+
+
+def _turned_size(text: PageText, turn: int) -> tuple[float, float]:
+    """Width and height in PDF points after turning the page `turn` degrees clockwise."""
+    w, h = _unrotated_size(text)
+    return (h, w) if turn in (90, 270) else (w, h)
+
+
+def _turned(text: PageText, turn: int) -> list[tuple[int, float, float, float, float]]:
+    """The characters, boxes in PDF points (y up), after turning the page `turn` degrees clockwise."""
+    if not turn:
+        return text.chars
+    w, h = _unrotated_size(text)
 
     def point(x: float, y: float) -> tuple[float, float]:
         if turn == 90:
             return y, w - x
         if turn == 180:
             return w - x, h - y
-        if turn == 270:
-            return h - y, x
-        return x, y
+        return h - y, x  # 270
 
     chars = []
     for code, left, bottom, right, top in text.chars:
@@ -106,14 +116,15 @@ def _turned(text: PageText, turn: int):
             continue
         (x0, y0), (x1, y1) = point(left, bottom), point(right, top)
         chars.append((code, min(x0, x1), min(y0, y1), max(x0, x1), max(y0, y1)))
-    return chars, (h, w) if turn in (90, 270) else (w, h)
+    return chars
 
 
 def text_lines(text: PageText, dpi: float, turn: int = 0) -> list[TextLine]:
     """Line segments of the layer, boxes in pixels of the page rendered at `dpi` (y down), after
     turning the page `turn` degrees clockwise."""
     scale = dpi / 72.0
-    chars, (_, page_h) = _turned(text, turn)
+    chars = _turned(text, turn)
+    _, page_h = _turned_size(text, turn)
     lines: list[TextLine] = []
     line: list[str] = []
     boxes: list[tuple[float, float, float, float]] = []
@@ -162,6 +173,6 @@ def page_markdown(text: PageText, dpi: float) -> TextLayerPage | None:
     if not lines:
         return None
     scale = dpi / 72.0
-    _, (w, h) = _turned(text, turn)
+    w, h = _turned_size(text, turn)
     md = lines_to_markdown(lines, int(w * scale), int(h * scale))
     return TextLayerPage(md, len(lines), sum(len(l.text) for l in lines), turn)

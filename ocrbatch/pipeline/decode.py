@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from .. import pdfium
-from ..errors import DecodeError, error_line
+from ..errors import DecodeError, OcrbatchError, error_line
 from ..records import Kind, PageImage, PageRef, PageResult, Status
 
 log = logging.getLogger("ocrbatch")
@@ -84,6 +84,21 @@ def text_layer_page(ref: PageRef, dpi: int, pdfs: PdfCache, mode: str) -> PageRe
     if mode == "only":
         return PageResult(ref=ref, status=Status.FAILED, error=f"{reason} (--text-layer only)")
     return None
+
+
+def read_page(ref: PageRef, dpi: int, pdfs: PdfCache, text_layer: str) -> PageImage | PageResult:
+    """The page as an image for the engine, or already finished: read from its PDF text layer, or failed
+    (a one-line reason; a decoder's own bug fails this page only)."""
+    done = text_layer_page(ref, dpi, pdfs, text_layer)
+    if done is not None:
+        return done
+    try:
+        return decode_page(ref, dpi, pdfs)
+    except OcrbatchError as exc:
+        return PageResult(ref=ref, status=Status.FAILED, error=str(exc))
+    except Exception as exc:  # noqa: BLE001 - the run goes on
+        log.debug("decoding %s failed", ref.label, exc_info=True)
+        return PageResult(ref=ref, status=Status.FAILED, error=f"cannot decode: {error_line(exc)}")
 
 
 def decode_page(ref: PageRef, dpi: int, pdfs: PdfCache) -> PageImage:

@@ -21,14 +21,14 @@ from typing import IO, Any, Callable
 from ..config import RunConfig
 from ..engines import registry
 from ..engines.base import Engine
-from ..errors import EngineLoadError, ExitCode, NoInputsError, OcrbatchError, UsageError, error_line
+from ..errors import EngineLoadError, ExitCode, NoInputsError, UsageError, error_line
 from ..gpu.nvml import ResourceSampler
 from ..manifest import Manifest
 from ..records import Batch, PageImage, PageResult, Status
 from ..gpu.adaptive import BatchSizeController
 from ..gpu.device import load_reader, resolve_devices
 from .batcher import Batcher
-from .decode import PdfCache, decode_page, text_layer_page
+from .decode import PdfCache, read_page
 from .discover import Discovery, discover
 from .infer import InferWorker
 from .queue import ClosableQueue, Closed
@@ -121,23 +121,11 @@ class _Run:
                 except Closed:
                     return
                 t0 = time.perf_counter()
-                done = text_layer_page(ref, self.config.dpi, pdfs, self.config.text_layer)
-                if done is not None:  # read from the PDF's text layer: no rendering, no engine
-                    self.stats.add_busy("decode", time.perf_counter() - t0)
-                    self.results.put(done)
+                page = read_page(ref, self.config.dpi, pdfs, self.config.text_layer)
+                self.stats.add_busy("decode", time.perf_counter() - t0)
+                if isinstance(page, PageResult):  # read from the text layer, or failed: no engine needed
+                    self.results.put(page)
                     continue
-                try:
-                    page = decode_page(ref, self.config.dpi, pdfs)
-                except OcrbatchError as exc:
-                    self.results.put(PageResult(ref=ref, status=Status.FAILED, error=str(exc)))
-                    continue
-                except Exception as exc:  # noqa: BLE001 - a decoder bug on one file fails that page only
-                    log.debug("decoding %s failed", ref.label, exc_info=True)
-                    self.results.put(PageResult(ref=ref, status=Status.FAILED,
-                                                error=f"cannot decode: {error_line(exc)}"))
-                    continue
-                finally:
-                    self.stats.add_busy("decode", time.perf_counter() - t0)
                 page = self.prepare(page)
                 if page is None:
                     continue

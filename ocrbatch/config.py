@@ -51,6 +51,7 @@ class EngineOptions:
     threads: int | None = None  # CPU threads for the engine (rapidocr: tasks in parallel; torch on a CPU)
     buffer_pages: int = 0  # pages whose preprocessed inputs may wait in buffers at once; 0: the engine's default
     pin_memory: bool | None = None  # page-locked host buffers; None: when CUDA is available
+    batch_pages: int = 0  # most pages one batch can hold (device buffers are sized for it); 0: grow as needed
 
 
 def available_cpus() -> int:

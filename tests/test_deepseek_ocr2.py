@@ -134,7 +134,7 @@ def test_inputs_prepared_on_decode_threads_equal_the_processors(tiny, tmp_path):
             for key, value in expected.items():
                 assert torch.equal(got[key], value), key
             engine.release(prepared)
-            engine._prep.exact = False  # as with an image processor other than the PIL one
+            engine._prep = type(engine._prep)(engine.processor, engine.prompt, engine.tiling, 8, pin=False, exact=False)
     finally:
         engine.close()
     assert engine._prep.pool.in_use() == 0
@@ -164,9 +164,10 @@ def test_the_engine_path_through_the_worker_allocates_nothing_after_warm_up(tiny
     figures = worker.figures()
     assert len(results) == batches and {r.status.value for r in results} == {"truncated"}  # fixed length
     assert figures.batches == batches and figures.allocations_after_warmup == 0
-    # One page in each of two staged batches: 2 × (1 global + 2 crop) host slots and 2 × 2 device buffers.
-    assert figures.allocations == 10 and seen[WARMUP_BATCHES + 1:] == [10] * (batches - WARMUP_BATCHES - 1)
-    assert engine.buffer_stats()["slots"] == 6 and engine._prep.pool.in_use() == 0  # every slot came back
+    # The pool's 4 pages' worth of slots, made at once (4 global + 4 × 6 crop), and 2 sets × 2 device buffers.
+    assert figures.allocations == 32 and seen[WARMUP_BATCHES + 1:] == [32] * (batches - WARMUP_BATCHES - 1)
+    assert engine.buffer_stats()["slots"] == 28 and engine._prep.pool.in_use() == 0  # every slot came back
+    assert engine._prep.pool.dtype == torch.uint8  # 8-bit pixels in the host slots, normalised on the device
 
 
 

@@ -13,13 +13,14 @@ Preparing does what transformers' processor does to a page, redone so that the r
   in one tile);
 - global view: the page resized so that its long side is 1024 pixels, centred on a grey square;
 - pixels: rescaled to 0..1 and normalised. The result depends only on a pixel's 8-bit value and channel,
-  so a 256-entry table per channel, computed once by the image processor's own `rescale` and `normalize`,
-  maps a resized tile into its slot in one pass;
+  so the slots hold the resized 8-bit pixels (uint8: a quarter of float32's pinned memory, copy and device
+  buffer), and a 256-entry table per channel, computed once by the image processor's own `rescale` and
+  `normalize`, maps them to the model's values on the device (`pixels`), value for value;
 - prompt: `<image>` expanded to as many image tokens as the crop count gives, tokenized once per crop
   count (the tokenizer is never called from several threads).
 
 An image processor other than the PIL one (e.g. torchvision's, whose resizing differs) is called as it is
-and its output copied into the slots, so the model's inputs always equal the processor's.
+and its float output copied into float32 slots, so the model's inputs always equal the processor's.
 """
 
 from __future__ import annotations
@@ -106,6 +107,7 @@ class Prepared:
     slots: list[Slot]
     ids: list[int]
     pool: BufferPool
+    lut: Any = None  # (3, 256) float32 table when the slots hold 8-bit pixels; None: they hold the values
     staged: Any = None  # (Staged, index of the page's global view, index of its first crop)
 
     @property
@@ -120,7 +122,10 @@ class Prepared:
 
 
 class Preprocessor:
-    def __init__(self, processor: Any, prompt: str, tiling: Any, buffer_pages: int, pin: bool) -> None:
+    def __init__(self, processor: Any, prompt: str, tiling: Any, buffer_pages: int, pin: bool,
+                 exact: bool | None = None) -> None:
+        import torch
+
         ip = processor.image_processor
         self.ip = ip
         self.tiling = tiling
@@ -131,10 +136,14 @@ class Preprocessor:
         self.global_shape = (CHANNELS, self.global_size, self.global_size)
         self.crop_shape = (CHANNELS, tiling.tile, tiling.tile)
         # The PIL processor is redone here; anything else is called as it is.
-        self.exact = getattr(ip, "backend", None) == "pil" and getattr(ip, "do_resize", True)
+        if exact is None:
+            exact = getattr(ip, "backend", None) == "pil" and getattr(ip, "do_resize", True)
+        self.exact = exact
         self.lut = _pixel_table(ip) if self.exact else None
-        self.pool = BufferPool(pin=pin, limits={self.global_shape: buffer_pages,
-                                                self.crop_shape: buffer_pages * max(1, tiling.max_crops)})
+        self.pool = BufferPool(pin=pin, dtype=torch.uint8 if self.exact else torch.float32,
+                               limits={self.global_shape: buffer_pages,
+                                       self.crop_shape: buffer_pages * max(1, tiling.max_crops)})
+        self.pool.reserve()  # all slots now: none made after warm-up, whatever the pages' crop counts
         self.ids = {n: _prompt_ids(processor, prompt, n) for n in tiling.counts()}
 
     def prepare(self, image: Any) -> Prepared:
@@ -158,7 +167,7 @@ class Preprocessor:
                 slots[0].host.copy_(out["pixel_values"][0])
                 for i, slot in enumerate(slots[1:]):
                     slot.host.copy_(out["pixel_values_local"][i])
-            return Prepared(slots, self.ids[crops], self.pool)
+            return Prepared(slots, self.ids[crops], self.pool, lut=self.lut)
         except BaseException:
             self.pool.release(*slots)
             raise
@@ -173,8 +182,8 @@ class Preprocessor:
         top, left = (self.global_size - nh) // 2, (self.global_size - nw) // 2
         for c in range(CHANNELS):
             if (nw, nh) != (self.global_size, self.global_size):
-                out[c].fill(self.lut[c, self.background[c]])
-            np.take(self.lut[c], resized[..., c], out=out[c, top:top + nh, left:left + nw], mode="clip")
+                out[c].fill(self.background[c])
+            out[c, top:top + nh, left:left + nw] = resized[..., c]
 
     def _crops(self, image: Any, grid: tuple[int, int], outs: list[np.ndarray]) -> None:
         cols, rows = grid
@@ -182,9 +191,7 @@ class Preprocessor:
         resized = np.asarray(image.resize((t * cols, t * rows), resample=self.resample))
         for i, out in enumerate(outs):
             row, col = divmod(i, cols)
-            tile = resized[row * t:(row + 1) * t, col * t:(col + 1) * t]
-            for c in range(CHANNELS):
-                np.take(self.lut[c], tile[..., c], out=out[c], mode="clip")
+            out[:] = resized[row * t:(row + 1) * t, col * t:(col + 1) * t].transpose(2, 0, 1)
 
     def stats(self) -> dict[str, Any]:
         return self.pool.stats()
@@ -252,13 +259,46 @@ def batch_inputs(prepared: Sequence[Prepared], pad_id: int, device: str, dtype: 
               "num_local_patches": torch.tensor(crops, dtype=torch.long).to(device)}
     if local is not None:
         inputs["pixel_values_local"] = local.to(dtype)
+    lut = prepared[0].lut
+    if lut is not None:  # 8-bit pixels: the model's values made on the device
+        inputs["pixel_values"] = pixels_from_bytes(pixels, lut, dtype)
+        if local is not None:
+            inputs["pixel_values_local"] = pixels_from_bytes(local, lut, dtype)
     return inputs
 
 
-def release(prepared: Sequence[Prepared]) -> None:
-    """The batch is over: its device buffers may take the batch after next, its slots go back to the pool."""
+_LUTS: dict[tuple[int, str], Any] = {}
+
+
+def pixels_from_bytes(tiles: Any, lut: np.ndarray, dtype: Any) -> Any:
+    """(n, 3, h, w) uint8 tiles → the processor's values in `dtype`: each 8-bit value looked up in its channel's
+    table (float32, as the processor computes them, then cast), one tile at a time so that the int64 index
+    never holds more than one tile."""
+    import torch
+
+    key = (id(lut), str(tiles.device))
+    table = _LUTS.get(key)
+    if table is None:
+        table = _LUTS[key] = (torch.from_numpy(np.ascontiguousarray(lut)).reshape(-1).to(tiles.device),
+                              (torch.arange(CHANNELS, device=tiles.device) * 256).view(CHANNELS, 1, 1), lut)
+    flat, offsets = table[0], table[1]
+    out = torch.empty(tiles.shape, dtype=dtype, device=tiles.device)
+    for i in range(tiles.shape[0]):
+        out[i] = flat[tiles[i].long() + offsets]
+    return out
+
+
+def unstage(prepared: Sequence[Prepared]) -> None:
+    """The pages' tiles are no longer needed on the device (the model read them): their buffer set may take
+    another batch. The host slots stay with the pages (a retry stages them again)."""
     for prep in prepared:
         if prep.staged is not None:
             prep.staged[0].done()
             prep.staged = None
+
+
+def release(prepared: Sequence[Prepared]) -> None:
+    """The batch is over: its device buffers may take the batch after next, its slots go back to the pool."""
+    unstage(prepared)
+    for prep in prepared:
         prep.release()

@@ -165,7 +165,9 @@ class DeepseekOcr2Engine(Engine):
         self.device, self.dtype = device, dtype
         self.attention = "flash_attention_2 (text), sdpa (vision)" if isinstance(attn, dict) else attn
         self._setup_tokens(path)
-        self._staging = DeviceStaging(device)
+        most = self.options.batch_pages
+        self._staging = DeviceStaging(device, reserve={"global": most, "crops": most * self.tiling.max_crops}
+                                      if most else None)
 
     def _setup_tokens(self, path: str) -> None:
         tok = self.processor.tokenizer
@@ -216,7 +218,11 @@ class DeepseekOcr2Engine(Engine):
                 "filled": pool.get("waits", 0) > 0, "pinned": bool(pool.get("pinned"))}
 
     def infer(self, pages: Sequence[PageImage]) -> list[PageOutput | Exception]:
-        """Pages that did not come through the pipeline (no `prepare`) are prepared here, and freed after."""
+        """Pages that did not come through the pipeline (no `prepare`) are prepared here, and freed after. Pages
+        staged here (not by the worker beforehand) leave the device buffers when done, whatever happened, so
+        that the halves of a failed batch always find a free buffer set."""
+        from .deepseek_inputs import unstage
+
         own: list[PageImage] = []
         ready: list[PageImage] = []
         try:
@@ -225,8 +231,12 @@ class DeepseekOcr2Engine(Engine):
                     page = self.prepare(page)
                     own.append(page)
                 ready.append(page)
-            self.stage(ready)
-            return self._infer(ready)
+            mine = [p.prepared for p in ready if p.prepared.staged is None]
+            try:
+                self.stage(ready)
+                return self._infer(ready)
+            finally:
+                unstage(mine)
         finally:
             self.release(own)
 

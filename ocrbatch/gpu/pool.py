@@ -104,6 +104,16 @@ class BufferPool:
                 self._cond.notify_all()
             raise
 
+    def reserve(self) -> None:
+        """Make every slot of the shapes in `limits` now, so that steady state allocates nothing whatever the
+        mix of pages (a lazily grown pool keeps allocating each time more pages than ever are in flight)."""
+        for shape in self.limits:
+            with self._cond:
+                new = self.limit(shape) - self._created.get(shape, 0)
+                self._created[shape] = self._created.get(shape, 0) + new
+            made = [self._new_slot(shape) for _ in range(new)]
+            self.release(*made)
+
     def _new_slot(self, shape: tuple[int, ...]) -> Slot:
         import torch
 

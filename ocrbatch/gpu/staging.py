@@ -33,16 +33,20 @@ class _BufferSet:
     ready: Any = None
     free: Any = None
     freed_once: bool = False
+    grown: bool = False  # a buffer was (re)made since the last copy: made on the compute stream
 
 
 class DeviceStaging:
-    def __init__(self, device: str, sets: int = 2) -> None:
+    def __init__(self, device: str, sets: int = 2, reserve: dict[Key, int] | None = None) -> None:
+        """`reserve`: tiles per group that each set's buffer holds from the first (the largest batch the run
+        can form), so that batches of every composition fit without growing it after warm-up."""
         import torch
 
         self.device = torch.device(device)
         self.cuda = self.device.type == "cuda"
         self.stream = torch.cuda.Stream(device=self.device) if self.cuda else None  # raises on CPU-only torch
         self._sets = [_BufferSet() for _ in range(sets)]
+        self.reserve = dict(reserve or {})
         self.allocations = 0  # device buffers created (or grown)
         self.copy_s = 0.0  # time the copies took (on CUDA: measured on the side stream, overlapped)
         self.copied_bytes = 0
@@ -75,6 +79,9 @@ class DeviceStaging:
             buffers.start = torch.cuda.Event(enable_timing=True)
             buffers.ready = torch.cuda.Event(enable_timing=True)
             buffers.free = torch.cuda.Event()
+        if buffers.grown:  # made on the compute stream: the side stream must not write it before it exists
+            self.stream.wait_stream(torch.cuda.current_stream(self.device))
+            buffers.grown = False
         with torch.cuda.stream(self.stream):
             if buffers.freed_once:
                 self.stream.wait_event(buffers.free)  # the compute that last read these buffers is over
@@ -88,14 +95,16 @@ class DeviceStaging:
         """The set's device buffer for `key`, grown (to a power of two) when this batch needs more."""
         import torch
 
-        tile = tuple(hosts[0].shape)
+        tile, dtype = tuple(hosts[0].shape), hosts[0].dtype
         have = buffers.tensors.get(key)
-        if have is not None and have.shape[0] >= len(hosts) and tuple(have.shape[1:]) == tile:
+        if have is not None and have.shape[0] >= len(hosts) and tuple(have.shape[1:]) == tile \
+                and have.dtype == dtype:
             return have
-        capacity = 1 << max(0, len(hosts) - 1).bit_length()
+        capacity = max(1 << max(0, len(hosts) - 1).bit_length(), self.reserve.get(key, 0))
         have = buffers.tensors.pop(key, None)
         del have  # free the smaller buffer before making the larger one (the set is not in use)
-        buffers.tensors[key] = torch.empty((capacity, *tile), dtype=hosts[0].dtype, device=self.device)
+        buffers.tensors[key] = torch.empty((capacity, *tile), dtype=dtype, device=self.device)
+        buffers.grown = True
         self.allocations += 1
         return buffers.tensors[key]
 

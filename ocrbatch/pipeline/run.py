@@ -358,6 +358,8 @@ def run(config: RunConfig, *, stdin: IO[str] | None = None,
         # buckets; a page in each decode thread.
         options = dataclasses.replace(
             options, buffer_pages=config.max_batch * (2 * len(devices) + 2) + config.workers)
+    if not options.batch_pages:
+        options = dataclasses.replace(options, batch_pages=config.max_batch)
     if options.pin_memory is None:  # pinned buffers only feed GPUs; a CPU run leaves CUDA alone
         options = dataclasses.replace(options, pin_memory=any(d.startswith("cuda") for d in devices))
     engines = [engine_class(options) for _ in devices]

@@ -79,7 +79,12 @@ def convert(
     ray_workers: Optional[int] = typer.Option(None, "--ray-workers",
                                               help="Engine workers on the Ray cluster (default: one per GPU, "
                                                    "or one per 2 CPUs for a CPU engine)."),
-    max_batch: int = typer.Option(8, "--max-batch", help="Most pages in one engine batch."),
+    max_batch: str = typer.Option("auto", "--max-batch",
+                                  help="Pages one device runs at once: a number, or auto (from 8, grown while "
+                                       "pages/s gains and memory allows)."),
+    schedule: str = typer.Option("continuous", "--schedule",
+                                 help="deepseek-ocr2: continuous (pages leave and join the running batch "
+                                      "between decoding steps) or static (whole batches)."),
     max_wait_ms: int = typer.Option(200, "--max-wait-ms", help="Longest a page waits for its batch to fill."),
     workers: Optional[int] = typer.Option(None, "--workers", "-j", help="Decode threads (default: up to 4)."),
     pages: Optional[str] = typer.Option(None, "--pages", help="Pages to convert, e.g. 1-3,7,10- ."),
@@ -102,13 +107,15 @@ def convert(
         from .config import PageSelection, RunConfig, default_workers
         from .engines import registry
 
+        start, auto = parse_max_batch(max_batch)
         if engine not in registry.names():
             raise UsageError(f"unknown engine {engine!r}; choose one of: {', '.join(registry.names())}")
         config = RunConfig(
             inputs=tuple(inputs), output=output, engine=engine,
             engine_options=EngineOptions(model=model, dtype=dtype, prompt=prompt, max_new_tokens=max_new_tokens,
-                                         threads=threads),
-            devices=devices, dpi=dpi, text_layer=text_layer, max_batch=max_batch, max_wait_ms=max_wait_ms,
+                                         threads=threads, schedule=schedule),
+            devices=devices, dpi=dpi, text_layer=text_layer, max_batch=start, max_batch_auto=auto,
+            max_wait_ms=max_wait_ms,
             workers=workers or default_workers(), pages=PageSelection.parse(pages) if pages else None,
             force=force, null_separated=null, ray=ray, ray_workers=ray_workers,
         )
@@ -116,6 +123,18 @@ def convert(
                             log_every=log_every, metrics_file=metrics_file)
 
     _exit_with(convert_all, verbose)
+
+
+def parse_max_batch(text: str) -> tuple[int, bool]:
+    """(first cap, grows automatically) from --max-batch: a number, or auto."""
+    from .gpu.throughput import AUTO_START
+
+    if text.strip().lower() == "auto":
+        return AUTO_START, True
+    try:
+        return int(text), False
+    except ValueError:
+        raise UsageError(f"--max-batch {text!r}: give a number of pages, or auto") from None
 
 
 def _exit_with(command: Callable[[], int], verbose: int) -> NoReturn:

@@ -72,12 +72,12 @@ class PageConverter:
 
     def __init__(self, engine_class: type, options: EngineOptions, dpi: int, text_layer: str,
                  max_batch: int) -> None:
-        from .gpu.adaptive import BatchSizeController
+        from .gpu.throughput import ThroughputController
         from .pipeline.decode import PdfCache
 
         self.engine = engine_class(options)
         self.loaded = False
-        self.controller = BatchSizeController(max_batch)  # lowered after an out-of-memory error, for good
+        self.controller = ThroughputController(max_batch)  # lowered after an out-of-memory error, for good
         self.dpi, self.text_layer = dpi, text_layer
         self.pdfs = PdfCache(2)
         self.dir = Path(tempfile.mkdtemp(prefix="ocrbatch-ray-"))

@@ -52,6 +52,9 @@ class EngineOptions:
     buffer_pages: int = 0  # pages whose preprocessed inputs may wait in buffers at once; 0: the engine's default
     pin_memory: bool | None = None  # page-locked host buffers; None: when CUDA is available
     batch_pages: int = 0  # most pages one batch can hold (device buffers are sized for it); 0: grow as needed
+    reserve_buffers: bool = True  # make every buffer at once (a fixed cap); False: as pages need them (auto)
+    schedule: str = "continuous"  # continuous: rows leave and join between decoding steps; static: whole batches
+    page_lengths: tuple[tuple[str, int], ...] = ()  # benchmarks: (file name, tokens) each page ends after
 
 
 def available_cpus() -> int:
@@ -74,7 +77,8 @@ class RunConfig:
     engine_options: EngineOptions = field(default_factory=EngineOptions)
     devices: str = "auto"  # resolved when the run starts (gpu/device.py)
     dpi: int = 150
-    max_batch: int = 8
+    max_batch: int = 8  # the first cap on pages per batch (rows decoding at once)
+    max_batch_auto: bool = False  # --max-batch auto: the cap grows while throughput gains (gpu/throughput.py)
     max_wait_ms: int = 200
     workers: int = field(default_factory=default_workers)
     pages: PageSelection | None = None
@@ -101,6 +105,8 @@ class RunConfig:
             raise UsageError("--ray-workers must be at least 1")
         if self.ray_workers is not None and not self.ray:
             raise UsageError("--ray-workers needs --ray")
+        if self.engine_options.schedule not in ("continuous", "static"):
+            raise UsageError(f"--schedule {self.engine_options.schedule}: choose continuous or static")
         if self.text_layer not in ("auto", "off", "only"):
             raise UsageError(f"--text-layer {self.text_layer}: choose auto, off or only")
 

@@ -80,8 +80,9 @@ def test_real_pages_convert_the_same_with_max_batch_1_and_4(tiny, tmp_path):
     one, four = tmp_path / "b1", tmp_path / "b4"
     r1 = convert(*inputs, "-o", one, "--model", tiny.model, "--max-new-tokens", 8, "--max-batch", 1)
     r4 = convert(*inputs, "-o", four, "--model", tiny.model, "--max-new-tokens", 8, "--max-batch", 4,
-                 "--max-wait-ms", 5000)
-    for r in (r1, r4):
+                 "--max-wait-ms", 5000, "--schedule", "static")
+    rc = convert(*inputs, "-o", tmp_path / "cont", "--model", tiny.model, "--max-new-tokens", 8, "--max-batch", 4)
+    for r in (r1, r4, rc):
         assert r.code in (0, 3), (r.stderr, r.exception)  # 3: some page ran into the token limit
         assert r.summary["pages_ok"] + r.summary["pages_truncated"] == len(inputs)
         assert r.summary["exit_code"] == (3 if r.summary["pages_truncated"] else 0)
@@ -95,6 +96,7 @@ def test_real_pages_convert_the_same_with_max_batch_1_and_4(tiny, tmp_path):
     assert [recs[p.name]["info"]["crops"] for p in inputs] == [2, 2, 3, 3]
     for rec in recs.values():
         assert (one / rec["output"]).read_bytes() == (four / rec["output"]).read_bytes()
+        assert (one / rec["output"]).read_bytes() == (tmp_path / "cont" / rec["output"]).read_bytes()
     assert {rec["status"] for rec in manifest(one)} == {rec["status"] for rec in recs.values()}
 
 
@@ -146,7 +148,7 @@ def test_the_engine_path_through_the_worker_allocates_nothing_after_warm_up(tiny
     draw_page("two crops", size=(1400, 700)).save(tmp_path / "page.png")
     page = page_image(tmp_path / "page.png")
     engine = DeepseekOcr2Engine(EngineOptions(model=str(tiny.model), max_new_tokens=1, min_new_tokens=1,
-                                              buffer_pages=4))
+                                              buffer_pages=4, schedule="static"))
     engine.load("cpu")
     batches, results, seen = 24, [], []
 
@@ -198,7 +200,7 @@ def test_figures_the_model_marks_are_cropped_beside_the_page(tiny, tmp_path, mon
     monkeypatch.setattr(DeepseekOcr2Engine, "_generate", fixed_output)
     pdf = save_pdf(tmp_path / "in" / "doc.pdf", [draw_page("one", size=(600, 800))])
     out = tmp_path / "out"
-    r = convert(pdf, "-o", out, "--model", tiny.model)
+    r = convert(pdf, "-o", out, "--model", tiny.model, "--schedule", "static")  # the path through _generate
     assert r.code == 0, (r.stderr, r.exception)
     assert (out / "doc" / "page-0001.md").read_text() == "# Page one\n\n![](images/page-0001-1.png)\n\nBody text.\n"
     figure = out / "doc" / "images" / "page-0001-1.png"

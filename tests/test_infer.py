@@ -5,7 +5,7 @@ from pathlib import Path
 from conftest import draw_page
 from engines import CrashOnPage, OomAboveEngine
 from ocrbatch.config import EngineOptions
-from ocrbatch.gpu.adaptive import BatchSizeController
+from ocrbatch.gpu.throughput import ThroughputController
 from ocrbatch.pipeline.infer import InferWorker
 from ocrbatch.records import Kind, PageImage, PageRef, Source
 
@@ -28,11 +28,12 @@ def run(engine, batch, controller=None):
 
 def test_out_of_memory_splits_the_batch_and_lowers_the_cap():
     OomAboveEngine.seen = []
-    controller = BatchSizeController(max_batch=8)
+    controller = ThroughputController(8)
     results = run(OomAboveEngine(EngineOptions()), pages(8), controller)
     assert [r.status.value for r in results] == ["ok"] * 8
     assert [r.ref.source.display for r in results] == [f"p{i}.png" for i in range(8)]  # order kept
     assert controller.cap == 2 and controller.ooms == 2  # 8 → 4 (still too big) → 2
+    assert controller.ceiling == 3  # below the smallest size that ran out: never tried again
     assert OomAboveEngine.seen == [8, 4, 2, 2, 2, 2]  # once the cap drops, batches keep to it
 
 
@@ -51,22 +52,71 @@ def test_one_bad_page_fails_alone_and_its_neighbours_are_kept():
     assert [r.status.value for r in results] == ["ok", "ok", "ok", "failed", "ok"]
 
 
-def test_cap_grows_back_while_the_device_is_idle_and_stops_at_max_batch():
-    c = BatchSizeController(max_batch=8, patience=2)
-    c.on_out_of_memory(8)
-    assert c.cap == 4
-    for _ in range(2):
-        c.on_batch_done(4, util_pct=50.0, mem_frac=0.5)
-    assert c.cap == 5
-    for _ in range(4):
-        c.on_batch_done(5, util_pct=99.0, mem_frac=0.5)  # busy enough: stay
-    assert c.cap == 5
-    for _ in range(4):
-        c.on_batch_done(5, util_pct=50.0, mem_frac=0.95)  # memory nearly full: stay
-    assert c.cap == 5
-    for _ in range(40):
-        c.on_batch_done(c.cap, util_pct=10.0, mem_frac=0.2)
-    assert c.cap == 8
+class SimulatedDevice:
+    """Tokens/s grow with the batch until `saturates` rows, then stay flat; each page takes `page_gib` of
+    memory, and `fits` pages are all the memory holds."""
+
+    def __init__(self, saturates=48, fits=100, page_gib=0.5):
+        self.saturates, self.fits, self.page = saturates, fits, page_gib * 2**30
+        self.tried = []
+
+    def run(self, controller, batches=200):
+        for _ in range(batches):
+            size = controller.cap
+            self.tried.append(size)
+            if size > self.fits:
+                controller.on_out_of_memory(size)
+                continue
+            tokens = 100 * size  # every page 100 tokens
+            seconds = tokens / (1000 * min(size, self.saturates))  # 1000 tokens/s per row up to saturation
+            controller.on_batch_done(size, seconds, tokens, used_bytes=size * self.page,
+                                     free_bytes=(self.fits - size) * self.page if self.known_memory else None)
+        return controller.cap
+
+    known_memory = True
+
+
+def test_the_cap_grows_while_tokens_per_second_gain_and_settles_where_they_stop():
+    device = SimulatedDevice(saturates=48, fits=1000)
+    cap = device.run(ThroughputController(8, ceiling=256, grow=True))
+    assert 48 <= cap <= 72  # grew past the saturation point, then stopped: no gain beyond it
+    assert device.tried[-50:] == [cap] * 50  # settled: no more probing
+
+
+def test_the_cap_stops_where_free_memory_ends_without_running_out():
+    device = SimulatedDevice(saturates=10_000, fits=40)
+    controller = ThroughputController(8, ceiling=256, grow=True)
+    cap = device.run(controller)
+    assert controller.ooms == 0 and 20 <= cap <= 40  # measured bytes per page × free memory bounded it
+    assert controller.page_bytes == device.page
+
+
+def test_without_memory_figures_an_out_of_memory_error_lowers_the_ceiling_for_good():
+    device = SimulatedDevice(saturates=10_000, fits=40)
+    device.known_memory = False
+    controller = ThroughputController(8, ceiling=256, grow=True)
+    device.run(controller)
+    failed = [s for s in device.tried if s > 40]
+    assert len(failed) == 1  # ran out once; never climbed back to that size
+    assert controller.ceiling < failed[0] and controller.cap <= 40
+
+
+def test_a_fixed_cap_never_grows_and_one_device_error_leaves_the_others_alone():
+    fixed = ThroughputController(8)
+    assert SimulatedDevice(saturates=10_000, fits=1000).run(fixed, 50) == 8
+    a, b = ThroughputController(8, ceiling=256, grow=True), ThroughputController(8, ceiling=256, grow=True)
+    a.on_out_of_memory(8)
+    assert (a.cap, a.ceiling, b.cap, b.ceiling) == (4, 7, 8, 256)
+
+
+def test_an_out_of_memory_retry_runs_after_the_failed_attempt_is_freed():
+    from engines import OomHoldingEngine
+
+    OomHoldingEngine.alive_at_retry = []
+    results = run(OomHoldingEngine(EngineOptions()), pages(4), ThroughputController(4))
+    assert [r.status.value for r in results] == ["ok"] * 4
+    # The halves ran after the failed attempt's frames (and the tensors in them) were gone.
+    assert OomHoldingEngine.alive_at_retry and not any(OomHoldingEngine.alive_at_retry)
 
 
 def test_the_next_batch_is_staged_before_this_one_runs_and_every_batch_is_released():

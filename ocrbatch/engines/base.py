@@ -66,6 +66,12 @@ class Engine(abc.ABC):
     def close(self) -> None:
         """Release what `load` took."""
 
+    def decoder(self) -> Any:
+        """After `load`: an iteration-level decoder (rows leave and join between decoding steps; see
+        gpu/streaming.py for what it must do) when the engine has one and the run asked for it; None: the
+        worker runs whole batches through `infer`."""
+        return None
+
     def after_out_of_memory(self) -> None:
         """Called after an out-of-memory error, before the batch is retried in halves (free caches)."""
 

@@ -123,7 +123,7 @@ class Prepared:
 
 class Preprocessor:
     def __init__(self, processor: Any, prompt: str, tiling: Any, buffer_pages: int, pin: bool,
-                 exact: bool | None = None) -> None:
+                 exact: bool | None = None, reserve: bool = True) -> None:
         import torch
 
         ip = processor.image_processor
@@ -143,7 +143,8 @@ class Preprocessor:
         self.pool = BufferPool(pin=pin, dtype=torch.uint8 if self.exact else torch.float32,
                                limits={self.global_shape: buffer_pages,
                                        self.crop_shape: buffer_pages * max(1, tiling.max_crops)})
-        self.pool.reserve()  # all slots now: none made after warm-up, whatever the pages' crop counts
+        if reserve:
+            self.pool.reserve()  # all slots now: none made after warm-up, whatever the pages' crop counts
         self.ids = {n: _prompt_ids(processor, prompt, n) for n in tiling.counts()}
 
     def prepare(self, image: Any) -> Prepared:

@@ -97,6 +97,12 @@ class DeepseekOcr2Engine(Engine):
         self._prep: Any = None  # deepseek_inputs.Preprocessor, made by the first prepare()
         self._prep_lock = threading.Lock()
         self._staging: Any = None  # gpu.staging.DeviceStaging, made by load()
+        # Called on every row's scores before the greedy choice, with the rows' pages and their tokens so far:
+        # (pages, steps, scores) -> scores. Benchmarks end pages at drawn lengths with it (LengthHook); tests too.
+        self.row_hook: Any = None
+        from ..gpu.throughput import SlotFigures
+
+        self.slots = SlotFigures()  # the static path's slot use (the continuous decoder keeps its own)
 
     # -- the interface ---------------------------------------------------------------------------
     def identity(self) -> str:
@@ -151,6 +157,8 @@ class DeepseekOcr2Engine(Engine):
         if device.startswith("cuda") and not torch.cuda.is_available():
             raise EngineLoadError(f"device {device} requested but torch sees no CUDA GPU "
                                   f"(torch {torch.__version__})")
+        if device.startswith("cuda"):
+            torch.cuda.set_device(device)  # this infer thread's current device: kernels and caches land there
         dtype = self._choose_dtype(torch, device)
         if device.startswith("cuda"):
             torch.set_float32_matmul_precision("high")  # TF32 for float32 matmuls (cuDNN convs default to it)
@@ -166,6 +174,8 @@ class DeepseekOcr2Engine(Engine):
         self.attention = "flash_attention_2 (text), sdpa (vision)" if isinstance(attn, dict) else attn
         self._setup_tokens(path)
         most = self.options.batch_pages
+        if self.options.page_lengths:
+            self.row_hook = LengthHook(dict(self.options.page_lengths), self._end_ids[0])
         self._staging = DeviceStaging(device, reserve={"global": most, "crops": most * self.tiling.max_crops}
                                       if most else None)
 
@@ -242,26 +252,41 @@ class DeepseekOcr2Engine(Engine):
 
     def _infer(self, pages: Sequence[PageImage]) -> list[PageOutput | Exception]:
         first = self._generate(pages, GUARD)
-        fixed_length = self.options.min_new_tokens >= self.options.max_new_tokens  # a benchmark, not a loop
+        # A benchmark (fixed or drawn lengths) runs into the limit on purpose: not a loop to retry.
+        no_retry = self.options.min_new_tokens >= self.options.max_new_tokens or bool(self.options.page_lengths)
         outs: list[PageOutput | Exception] = []
         for page, gen in zip(pages, first):
-            info: dict[str, Any] = {"crops": page.prepared.crops}
-            if not gen.ended and not fixed_length:
+            info: dict[str, Any] = {}
+            if not gen.ended and not no_retry:
                 # A loop the guard did not break, or a page longer than the limit: once more, alone, harder.
-                self.retried += 1
                 info["retried"] = True
                 try:
                     gen = self._generate([page], RETRY_GUARD)[0]
                 except Exception as exc:  # noqa: BLE001 - keep the first attempt rather than lose the page
                     info["retry_error"] = _first_line(exc)
-            info["tokens"] = len(gen.tokens)
-            text = self.processor.tokenizer.decode(gen.tokens, skip_special_tokens=False)
-            markdown, figures = to_markdown(text, page.image, page.ref.output, self._specials)
-            if figures:
-                info["figures"] = len(figures)
-            outs.append(PageOutput(markdown=markdown, status=Status.OK if gen.ended else Status.TRUNCATED,
-                                   attachments=figures, info=info))
+            outs.append(self.output(page, gen, info))
         return outs
+
+    def output(self, page: PageImage, gen: _Generated, info: dict[str, Any]) -> PageOutput:
+        """A page's result from its generated tokens: Markdown, cropped figures, status and facts."""
+        info = {"crops": page.prepared.crops, **info, "tokens": len(gen.tokens)}
+        if info.get("retried"):
+            self.retried += 1
+        text = self.processor.tokenizer.decode(gen.tokens, skip_special_tokens=False)
+        markdown, figures = to_markdown(text, page.image, page.ref.output, self._specials)
+        if figures:
+            info["figures"] = len(figures)
+        return PageOutput(markdown=markdown, status=Status.OK if gen.ended else Status.TRUNCATED,
+                          attachments=figures, info=info)
+
+    def decoder(self) -> Any:
+        """The continuous decoder (deepseek_continuous.py) when the run schedules that way; None: static
+        batches through `infer`."""
+        if self.options.schedule != "continuous" or self.model is None:
+            return None
+        from .deepseek_continuous import ContinuousDecoder
+
+        return ContinuousDecoder(self)
 
     def after_out_of_memory(self) -> None:
         if self.device.startswith("cuda"):
@@ -300,7 +325,8 @@ class DeepseekOcr2Engine(Engine):
                                                                           "crop_to_patches") if hasattr(ip, k)})
                 self._prep = Preprocessor(processor, self.prompt, tiling,
                                           self.options.buffer_pages or DEFAULT_BUFFER_PAGES,
-                                          pin=torch.cuda.is_available() and self.options.pin_memory is not False)
+                                          pin=torch.cuda.is_available() and self.options.pin_memory is not False,
+                                          reserve=self.options.reserve_buffers)
             return self._prep
 
     def _generate(self, pages: Sequence[PageImage], guard: tuple[int, int]) -> list[_Generated]:
@@ -318,6 +344,8 @@ class DeepseekOcr2Engine(Engine):
                                       bos_token_id=self.model.generation_config.bos_token_id, **fixed)
         n, window = guard
         processors = LogitsProcessorList([NgramGuard(n, window, prompt_len, self._exempt)])
+        if self.row_hook is not None:
+            processors.append(_RowHookProcessor(self.row_hook, list(pages), prompt_len))
         with torch.inference_mode():
             out = self.model.generate(**inputs, generation_config=gen_config, logits_processor=processors)
         rows = out[:, prompt_len:].tolist()
@@ -326,23 +354,63 @@ class DeepseekOcr2Engine(Engine):
         for row in rows:
             cut = next((i for i, t in enumerate(row) if t in ends), None)
             results.append(_Generated(row if cut is None else row[:cut], cut is not None))
+        steps = len(rows[0]) if rows else 0
+        self.slots.steps += steps
+        self.slots.slot_steps += steps * len(rows)
+        self.slots.row_steps += steps * len(rows)
+        self.slots.useful += sum(min(steps, len(g.tokens) + g.ended) for g in results)
         return results
 
     def _choose_dtype(self, torch: Any, device: str) -> str:
         if self.options.dtype != "auto":
             return _DTYPES[self.options.dtype.lower()]
         if device.startswith("cuda"):
-            return "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
+            from ..gpu.device import cuda_caps
+
+            return "bfloat16" if cuda_caps(torch, device)[0] else "float16"  # native bf16 only (Ampere on)
         return "float32"
 
     @staticmethod
     def _choose_attention(device: str, dtype: str) -> str | dict[str, str]:
-        """flash-attn for the language model when it is installed, on CUDA, in 16-bit precision; SDPA otherwise,
-        and always for the vision towers (transformers has no flash-attn path for their attention)."""
+        """flash-attn for the language model when it is installed, on a CUDA GPU it supports (compute capability
+        8.0 or later: it refuses older ones at the first forward), in 16-bit precision; SDPA otherwise, and
+        always for the vision towers (transformers has no flash-attn path for their attention)."""
         if (device.startswith("cuda") and dtype != "float32"
                 and importlib.util.find_spec("flash_attn") is not None):
-            return {"": "sdpa", "vision_config": "sdpa", "text_config": "flash_attention_2"}
+            import torch
+
+            from ..gpu.device import cuda_caps
+
+            if cuda_caps(torch, device)[1] >= (8, 0):
+                return {"": "sdpa", "vision_config": "sdpa", "text_config": "flash_attention_2"}
         return "sdpa"
+
+
+class _RowHookProcessor:
+    """`generate`'s view of a row hook: every row is at the same step."""
+
+    def __init__(self, hook: Any, pages: list[PageImage], prompt_len: int) -> None:
+        self.hook, self.pages, self.prompt_len = hook, pages, prompt_len
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        step = input_ids.shape[1] - self.prompt_len
+        return self.hook(self.pages, [step] * len(self.pages), scores)
+
+
+class LengthHook:
+    """Benchmarks: each page ends after the number of tokens drawn for it (`lengths`, by file name), or runs
+    into the limit when it has none; its end token is taken nowhere else."""
+
+    def __init__(self, lengths: dict[str, int], end_id: int) -> None:
+        self.lengths, self.end_id = lengths, end_id
+
+    def __call__(self, pages: Sequence[PageImage], steps: Sequence[int], scores: Any) -> Any:
+        scores[:, self.end_id] = float("-inf")
+        for i, (page, step) in enumerate(zip(pages, steps)):
+            if self.lengths.get(page.ref.source.path.name) == step:
+                scores[i] = float("-inf")
+                scores[i, self.end_id] = 0.0
+        return scores
 
 
 # -- model resolution ------------------------------------------------------------------------------

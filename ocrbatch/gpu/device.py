@@ -90,3 +90,44 @@ def load_reader(device: str, latest: Callable[[], ResourceSample | None]
             return None, None
         return gpu.util_pct, (gpu.mem_used / gpu.mem_total if gpu.mem_total else None)
     return load
+
+
+class MemoryProbe:
+    """Device memory around a batch, for the throughput controller: what the batch took beyond what was
+    allocated before it (torch's peak), and what is free now: the driver's free memory
+    (`torch.cuda.mem_get_info`, which other processes' use lowers) plus what PyTorch's cache holds unused (NVML's
+    "used" counts that cache as taken). On a CPU both are None."""
+
+    def __init__(self, device: str) -> None:
+        self.device = device
+        self.cuda = device.startswith("cuda")
+        self._base = 0
+
+    def begin(self) -> None:
+        if self.cuda:
+            import torch
+
+            torch.cuda.reset_peak_memory_stats(self.device)
+            self._base = torch.cuda.memory_allocated(self.device)
+
+    def end(self) -> tuple[float | None, float | None]:
+        """(bytes the batch took at its peak, free bytes now)."""
+        if not self.cuda:
+            return None, None
+        import torch
+
+        used = torch.cuda.max_memory_allocated(self.device) - self._base
+        free, _total = torch.cuda.mem_get_info(self.device)
+        reserved_idle = torch.cuda.memory_reserved(self.device) - torch.cuda.memory_allocated(self.device)
+        return float(max(0, used)), float(free + reserved_idle)  # PyTorch's idle cache is free to it
+
+
+def cuda_caps(torch: object, device: str) -> tuple[bool, tuple[int, int]]:
+    """(native bf16, compute capability) of a CUDA device: bf16 without emulation (T4 and V100 emulate it
+    slowly, and `is_bf16_supported()` counts that), and the capability flash-attn 2 needs (8.0)."""
+    cuda = torch.cuda  # type: ignore[attr-defined]
+    try:
+        bf16 = bool(cuda.is_bf16_supported(including_emulation=False))
+    except TypeError:  # an older torch without the argument
+        bf16 = bool(cuda.is_bf16_supported())
+    return bf16 and cuda.get_device_capability(device)[0] >= 8, tuple(cuda.get_device_capability(device))

@@ -25,8 +25,8 @@ from ..errors import EngineLoadError, ExitCode, NoInputsError, UsageError, error
 from ..gpu.nvml import ResourceSampler
 from ..manifest import Manifest
 from ..records import Batch, PageImage, PageResult, Status
-from ..gpu.adaptive import BatchSizeController
-from ..gpu.device import load_reader, resolve_devices
+from ..gpu.device import MemoryProbe, resolve_devices
+from ..gpu.throughput import AUTO_CEILING, JOIN_PAGES, ThroughputController
 from .batcher import Batcher
 from .decode import PdfCache, read_page
 from .discover import Discovery, discover
@@ -84,7 +84,10 @@ class _Run:
         self.manifest = Manifest(self.out, engines[0].identity())
         self.writer = Writer(self.out, self.manifest, engines[0].identity())
         self.found = Discovery()
-        self.controller = BatchSizeController(config.max_batch)
+        # One cap per device: an out-of-memory error on one GPU says nothing about another.
+        grow = config.max_batch_auto and getattr(engines[0], "uses_gpu", False)  # CPU engines: the cap is a cap
+        self.controllers = [ThroughputController(config.max_batch, AUTO_CEILING if grow else None, grow=grow)
+                            for _ in engines]
         n_dec, n_dev = (0, 1) if config.ray else (config.workers, len(engines))
         self.dispatcher: Any = None  # cluster.Dispatcher, with --ray
         self.stats = Stats(workers={"decode": n_dec, "infer": n_dev})
@@ -152,7 +155,7 @@ class _Run:
             self.stats.add_busy("decode", time.perf_counter() - t0 - (engine.waited_s() - waited))
 
     def batch_stage(self) -> None:
-        batcher: Batcher[PageImage] = Batcher(self.config.max_batch, self.config.max_wait_s,
+        batcher: Batcher[PageImage] = Batcher(self.batch_limit(), self.config.max_wait_s,
                                               key=self.engines[0].bucket_key)
 
         def send(ready: list) -> None:
@@ -169,12 +172,17 @@ class _Run:
                 except Closed:
                     send(batcher.flush())
                     return
-                batcher.max_batch = self.controller.cap  # lowered after an out-of-memory error
+                batcher.max_batch = self.batch_limit()  # lowered after an out-of-memory error
                 if page is not None:
                     send(batcher.add(page, time.monotonic()))
                 send(batcher.due(time.monotonic()))
         finally:
             self.batches.close()
+
+    def batch_limit(self) -> int:
+        """Pages per batch: the largest device cap; for continuous decoding, pages joining at once."""
+        cap = max(c.cap for c in self.controllers)
+        return min(cap, JOIN_PAGES) if self.config.engine_options.schedule == "continuous" else cap
 
     def remote_stage(self) -> None:
         """--ray: group page refs into tasks of up to --max-batch pages (a task closes when full or when
@@ -231,8 +239,8 @@ class _Run:
                 loaded = True
             return batch
 
-        worker = InferWorker(engine, self.results.put, self.controller,
-                             load=load_reader(device, self.sampler.latest), device=device)
+        worker = InferWorker(engine, self.results.put, self.controllers[self.engines.index(engine)],
+                             memory=MemoryProbe(device), device=device)
         self.infer_workers.append(worker)
         try:
             worker.run(take, busy=lambda s: self.stats.add_busy("infer", s),
@@ -352,18 +360,29 @@ def run(config: RunConfig, *, stdin: IO[str] | None = None,
             if config.ray == "local":
                 cluster.shutdown()
     devices = resolve_devices(config.devices, getattr(engine_class, "uses_gpu", False))
-    options = config.engine_options
-    if not options.buffer_pages:  # how far decoding may run ahead of the devices (the pool's back-pressure)
-        # Per device a batch computing and the next one staged; two batches' worth forming in the batcher's
-        # buckets; a page in each decode thread.
-        options = dataclasses.replace(
-            options, buffer_pages=config.max_batch * (2 * len(devices) + 2) + config.workers)
-    if not options.batch_pages:
-        options = dataclasses.replace(options, batch_pages=config.max_batch)
+    options = _buffer_options(config, len(devices))
     if options.pin_memory is None:  # pinned buffers only feed GPUs; a CPU run leaves CUDA alone
         options = dataclasses.replace(options, pin_memory=any(d.startswith("cuda") for d in devices))
     engines = [engine_class(options) for _ in devices]
     return _Run(config, engines, devices, stdin).execute(watch)
+
+
+def _buffer_options(config: RunConfig, devices: int) -> Any:
+    """How many pages' inputs may wait in buffers (the pool's back-pressure: how far decoding runs ahead of
+    the devices) and how many one batch holds (device buffers are sized for it)."""
+    options = config.engine_options
+    cap = AUTO_CEILING if config.max_batch_auto else config.max_batch
+    if options.schedule == "continuous":
+        # Per device its rows (a page holds its inputs until it ends: a retry prefills it again) and a group
+        # waiting to join; two groups forming in the batcher's buckets; a page in each decode thread.
+        group = min(cap, JOIN_PAGES)
+        pages, batch = devices * (cap + group) + 2 * group + config.workers, group
+    else:
+        # Per device a batch computing and the next one staged; two batches forming; one per decode thread.
+        pages, batch = cap * (2 * devices + 2) + config.workers, config.max_batch
+    return dataclasses.replace(options, buffer_pages=options.buffer_pages or pages,
+                               batch_pages=options.batch_pages or batch,
+                               reserve_buffers=options.reserve_buffers and not config.max_batch_auto)
 
 
 def _check_output(out) -> None:

@@ -38,6 +38,8 @@ class WorkerFigures:
     cap: int | None  # the batch-size cap now (None: no controller)
     allocations: int | None  # buffer tensors created so far (None: the engine keeps no buffers)
     allocations_after_warmup: int | None  # of which after warm-up (pipeline/infer.py; None: not over yet)
+    slot_efficiency: float | None = None  # useful tokens ÷ (rows × decoding steps); None: not counted
+    tokens: int | None = None  # tokens generated that pages kept
 
     @property
     def mean_batch(self) -> float:
@@ -53,7 +55,9 @@ class WorkerFigures:
                 "wall_s": round(self.wall_s, 3),
                 "compute_s": round(self.compute_s, 3), "copy_s": round(self.copy_s, 3), "batch_cap": self.cap,
                 "buffer_allocations": self.allocations,
-                "buffer_allocations_after_warmup": self.allocations_after_warmup}
+                "buffer_allocations_after_warmup": self.allocations_after_warmup,
+                "slot_efficiency": None if self.slot_efficiency is None else round(self.slot_efficiency, 4),
+                "tokens": self.tokens}
 
 
 @dataclass(frozen=True)

@@ -165,3 +165,28 @@ class StagingRecorder(FakeEngine):
 
     def release(self, pages) -> None:
         type(self).calls.append("release " + pages[0].ref.source.path.stem)
+
+
+class OomHoldingEngine(FakeEngine):
+    """Runs out of memory on batches of more than one page while a local holds a large buffer (as generate's
+    frames hold the KV cache); on smaller batches records whether that buffer is still alive."""
+
+    name = "oom-holding"
+    alive_at_retry: list[bool] = []
+    _last = None
+
+    def infer(self, pages: Sequence[PageImage]) -> list[PageOutput | Exception]:
+        import weakref
+
+        if len(pages) > 1:
+            holder = _Held(bytearray(1 << 20))  # what the failed attempt's frame holds
+            type(self)._last = weakref.ref(holder)
+            raise MemoryError("CUDA out of memory (simulated)")
+        if self._last is not None:
+            type(self).alive_at_retry.append(self._last() is not None)
+        return super().infer(pages)
+
+
+class _Held:
+    def __init__(self, data) -> None:
+        self.data = data

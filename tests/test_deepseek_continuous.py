@@ -1,0 +1,153 @@
+"""Continuous decoding (engines/deepseek_continuous.py) on a tiny random DeepSeek-OCR-2: every page's greedy
+tokens equal a single-page `generate` of it, token for token, whatever joins or leaves the batch around it.
+
+The checkpoint never emits its end token by itself; a test-only row hook ends each page at the step chosen
+for it, so that lengths vary (a page without a chosen step loops to the token limit and is retried)."""
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+if not hasattr(transformers, "DeepseekOcr2ForConditionalGeneration"):
+    pytest.skip("transformers has no DeepSeek-OCR-2 model", allow_module_level=True)
+
+from conftest import draw_page  # noqa: E402
+from ocrbatch.config import EngineOptions  # noqa: E402
+from ocrbatch.engines.deepseek_continuous import banned_per_row  # noqa: E402
+from ocrbatch.engines.deepseek_ocr2 import GUARD, RETRY_GUARD, DeepseekOcr2Engine  # noqa: E402
+from ocrbatch.engines.ngram_guard import NgramGuard  # noqa: E402
+from tiny_deepseek import build  # noqa: E402
+from test_deepseek_ocr2 import page_image  # noqa: E402
+
+# 0, 2, 3, 6, 0 and 2 crops
+SIZES = [(700, 500), (1400, 700), (1500, 500), (620, 877), (500, 500), (1400, 720)]
+
+
+@pytest.fixture(scope="module")
+def never_ends(tmp_path_factory):
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield build(tmp_path_factory.mktemp("continuous") / "never-ends", never_ends=True)
+    torch.set_num_threads(threads)
+
+
+class EndAt:
+    """Ends the page named `name` after `steps[name]` tokens; pages it does not name never end."""
+
+    def __init__(self, steps: dict[str, int], end_id: int) -> None:
+        self.steps, self.end_id = steps, end_id
+
+    def __call__(self, pages, steps, scores):
+        for i, (page, step) in enumerate(zip(pages, steps)):
+            if self.steps.get(page.ref.source.path.name) == step:
+                scores[i] = float("-inf")
+                scores[i, self.end_id] = 0.0
+        return scores
+
+
+def pages_of(folder: Path, sizes=SIZES):
+    folder.mkdir(parents=True, exist_ok=True)
+    out = []
+    for i, size in enumerate(sizes):
+        path = folder / f"p{i}.png"
+        draw_page(f"Page {i}\n" + "words " * (3 + i), size=size).save(path)
+        out.append(page_image(path))
+    return out
+
+
+def engine_for(model, hook_steps, max_new=14, schedule="continuous"):
+    engine = DeepseekOcr2Engine(EngineOptions(model=str(model), max_new_tokens=max_new, schedule=schedule))
+    engine.load("cpu")
+    engine.row_hook = EndAt(hook_steps, engine._end_ids[0])
+    return engine
+
+
+def generate_alone(engine, page, guard):
+    from ocrbatch.engines.deepseek_inputs import unstage
+
+    engine.stage([page])
+    try:
+        return engine._generate([page], guard)[0]
+    finally:
+        unstage([page.prepared])
+
+
+def test_rows_that_join_and_leave_get_the_tokens_of_a_single_page_generate(never_ends, tmp_path):
+    # p4 has no end step: it loops to the limit, joins again with the retry guard and loops again.
+    ends = {"p0.png": 3, "p1.png": 11, "p2.png": 0, "p3.png": 7, "p5.png": 5}
+    engine = engine_for(never_ends, ends)
+    pages = [engine.prepare(p) for p in pages_of(tmp_path)]
+    assert [p.prepared.crops for p in pages] == [0, 2, 3, 6, 0, 2]
+    try:
+        decoder = engine.decoder()
+        got, widths = {}, []
+        joins = {0: pages[:2], 2: pages[2:4], 6: pages[4:]}  # pages join at steps 0, 2 and 6
+        step = 0
+        while step < 200 and (joins or not decoder.idle()):
+            if step in joins:
+                decoder.add(joins.pop(step))
+            for page, gen, info in decoder.step(rows=3):
+                got[page.ref.source.path.name] = (gen, info)
+            widths.append(decoder.active)
+            step += 1
+        assert decoder.idle() and len(got) == 6
+        assert max(widths) == 3  # never more rows than asked for
+        for page in pages:
+            name = page.ref.source.path.name
+            gen, info = got[name]
+            guard = RETRY_GUARD if name == "p4.png" else GUARD
+            alone = generate_alone(engine, page, guard)
+            assert (gen.tokens, gen.ended) == (alone.tokens, alone.ended), name
+            if name in ends:
+                assert gen.ended and len(gen.tokens) == ends[name]
+        assert got["p4.png"][1].get("retried") and not got["p4.png"][0].ended
+        assert len(got["p4.png"][0].tokens) == 14
+        assert got["p5.png"][1]["joined_step"] > 0  # prefilled while other rows were decoding
+        assert decoder.figures.useful <= decoder.figures.slot_steps
+    finally:
+        engine.release(pages)
+        engine.close()
+
+
+def test_the_guard_per_row_bans_what_the_batch_guard_bans():
+    torch.manual_seed(0)
+    vocab, n, window = 7, 3, 8
+    rows = [torch.randint(0, 3, (k,)) for k in (0, 2, 3, 5, 8, 12)]  # few distinct tokens: many repeats
+    hist = torch.full((len(rows), window), -1, dtype=torch.long)
+    for i, r in enumerate(rows):
+        tail = r[-window:]
+        if len(tail):
+            hist[i, window - len(tail):] = tail
+    hlen = torch.tensor([len(r) for r in rows])
+    got = banned_per_row(hist, hlen, n, vocab, exempt=[2])
+    for i, r in enumerate(rows):
+        alone = NgramGuard(n, window, prompt_len=1, exempt=[2]).banned(torch.cat([torch.tensor([6]), r])[None], vocab)
+        assert torch.equal(got[i], alone[0]), i
+    assert got.any()  # the case is not vacuous
+
+
+def test_static_and_continuous_engines_write_the_same_pages(never_ends, tmp_path):
+    """Through the infer worker (as the pipeline runs it): the same Markdown and statuses either way."""
+    from ocrbatch.pipeline.infer import InferWorker
+    from ocrbatch.records import Batch
+
+    ends = {"p0.png": 2, "p1.png": 9, "p2.png": 4, "p3.png": 1, "p5.png": 6}
+    results = {}
+    for schedule in ("static", "continuous"):
+        engine = engine_for(never_ends, ends, max_new=10, schedule=schedule)
+        pages = [engine.prepare(p) for p in pages_of(tmp_path / schedule)]
+        queue = [Batch(tuple(pages[i:i + 2])) for i in range(0, 6, 2)]
+        out = []
+        worker = InferWorker(engine, out.append)
+        try:
+            worker.run(lambda block: queue.pop(0) if queue else None, busy=lambda s: None)
+        finally:
+            engine.close()
+        results[schedule] = {r.ref.source.path.name: (r.markdown, r.status.value, r.info.get("tokens")) for r in out}
+        assert worker.pages == 6 and engine._prep.pool.in_use() == 0  # every page's slots came back
+    assert results["static"] == results["continuous"]
+    assert results["continuous"]["p4.png"][1] == "truncated"
+    assert sorted(v[2] for k, v in results["continuous"].items() if k != "p4.png") == [1, 2, 4, 6, 9]

@@ -1,4 +1,4 @@
-"""Continuous decoding (engines/deepseek_continuous.py) on a tiny random DeepSeek-OCR-2: every page's greedy
+"""Continuous decoding (engines/deepseek_ocr2/continuous.py) on a tiny random DeepSeek-OCR-2: every page's greedy
 tokens equal a single-page `generate` of it, token for token, whatever joins or leaves the batch around it.
 
 The checkpoint never emits its end token by itself; a test-only row hook ends each page at the step chosen
@@ -16,9 +16,9 @@ if not hasattr(transformers, "DeepseekOcr2ForConditionalGeneration"):
 
 from conftest import draw_page  # noqa: E402
 from ocrbatch.config import EngineOptions  # noqa: E402
-from ocrbatch.engines.deepseek_continuous import banned_per_row  # noqa: E402
-from ocrbatch.engines.deepseek_ocr2 import GUARD, RETRY_GUARD, DeepseekOcr2Engine  # noqa: E402
-from ocrbatch.engines.ngram_guard import NgramGuard  # noqa: E402
+from ocrbatch.engines.deepseek_ocr2.continuous import banned_per_row  # noqa: E402
+from ocrbatch.engines.deepseek_ocr2.engine import GUARD, RETRY_GUARD, DeepseekOcr2Engine  # noqa: E402
+from ocrbatch.engines.deepseek_ocr2.ngram_guard import NgramGuard  # noqa: E402
 from tiny_deepseek import build  # noqa: E402
 from test_deepseek_ocr2 import page_image  # noqa: E402
 
@@ -66,7 +66,7 @@ def engine_for(model, hook_steps, max_new=14, schedule="continuous"):
 
 
 def generate_alone(engine, page, guard):
-    from ocrbatch.engines.deepseek_inputs import unstage
+    from ocrbatch.engines.deepseek_ocr2.inputs import unstage
 
     engine.stage([page])
     try:

@@ -1,5 +1,5 @@
 """Iteration-level scheduling on one device: the infer worker's loop when its engine decodes continuously
-(`Engine.decoder()`, e.g. engines/deepseek_continuous.py).
+(`Engine.decoder()`, e.g. engines/deepseek_ocr2/continuous.py).
 
     take batches while fewer pages wait than rows are free    (blocking only when nothing runs)
     decoder.step(rows=cap)                                   waiting pages join; one token for every row

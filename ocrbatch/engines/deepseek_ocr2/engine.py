@@ -100,7 +100,7 @@ class DeepseekOcr2Engine(Engine):
         # Called on every row's scores before the greedy choice, with the rows' pages and their tokens so far:
         # (pages, steps, scores) -> scores. Benchmarks end pages at drawn lengths with it (LengthHook); tests too.
         self.row_hook: Any = None
-        from ..gpu.throughput import SlotFigures
+        from ...gpu.throughput import SlotFigures
 
         self.slots = SlotFigures()  # the static path's slot use (the continuous decoder keeps its own)
 
@@ -231,7 +231,7 @@ class DeepseekOcr2Engine(Engine):
         """Pages that did not come through the pipeline (no `prepare`) are prepared here, and freed after. Pages
         staged here (not by the worker beforehand) leave the device buffers when done, whatever happened, so
         that the halves of a failed batch always find a free buffer set."""
-        from .deepseek_inputs import unstage
+        from .inputs import unstage
 
         own: list[PageImage] = []
         ready: list[PageImage] = []
@@ -280,11 +280,11 @@ class DeepseekOcr2Engine(Engine):
                           attachments=figures, info=info)
 
     def decoder(self) -> Any:
-        """The continuous decoder (deepseek_continuous.py) when the run schedules that way; None: static
+        """The continuous decoder (continuous.py) when the run schedules that way; None: static
         batches through `infer`."""
         if self.options.schedule != "continuous" or self.model is None:
             return None
-        from .deepseek_continuous import ContinuousDecoder
+        from .continuous import ContinuousDecoder
 
         return ContinuousDecoder(self)
 
@@ -365,7 +365,7 @@ class DeepseekOcr2Engine(Engine):
         if self.options.dtype != "auto":
             return _DTYPES[self.options.dtype.lower()]
         if device.startswith("cuda"):
-            from ..gpu.device import cuda_caps
+            from ...gpu.device import cuda_caps
 
             return "bfloat16" if cuda_caps(torch, device)[0] else "float16"  # native bf16 only (Ampere on)
         return "float32"
@@ -379,7 +379,7 @@ class DeepseekOcr2Engine(Engine):
                 and importlib.util.find_spec("flash_attn") is not None):
             import torch
 
-            from ..gpu.device import cuda_caps
+            from ...gpu.device import cuda_caps
 
             if cuda_caps(torch, device)[1] >= (8, 0):
                 return {"": "sdpa", "vision_config": "sdpa", "text_config": "flash_attention_2"}

@@ -2,7 +2,7 @@
 waiting pages join it between steps.
 
     decoder = ContinuousDecoder(engine)
-    decoder.add(pages)                    pages prepared into pool slots (deepseek_inputs.Preprocessor)
+    decoder.add(pages)                    pages prepared into pool slots (inputs.Preprocessor)
     done = decoder.step(rows=cap)         admit waiting pages into free rows, then one token for every row
     for page, generated, info in done:    pages whose rows ended at this step (retries included)
 
@@ -33,9 +33,9 @@ from typing import Any, Sequence
 
 import torch
 
-from ..gpu.throughput import SlotFigures
-from ..records import PageImage
-from .deepseek_inputs import batch_inputs, unstage
+from ...gpu.throughput import SlotFigures
+from ...records import PageImage
+from .inputs import batch_inputs, unstage
 
 NO_TOKEN = -1  # history filler: equals no token id
 
@@ -53,7 +53,7 @@ class _Row:
 
 class ContinuousDecoder:
     def __init__(self, engine: Any) -> None:
-        from .deepseek_ocr2 import GUARD, RETRY_GUARD
+        from .engine import GUARD, RETRY_GUARD
 
         self.engine = engine
         self.model = engine.model
@@ -203,7 +203,7 @@ class ContinuousDecoder:
 
     def _finish(self) -> list[tuple[PageImage, Any, dict[str, Any]]]:
         """Rows that ended leave the batch; loops go back to wait for a retry."""
-        from .deepseek_ocr2 import _Generated
+        from .engine import _Generated
 
         ends = set(self.end_ids)
         keep: list[int] = []

@@ -274,3 +274,64 @@ def test_engine_needs_no_torch_until_it_loads():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]"
+
+
+def test_halves_of_a_batch_whose_staging_ran_out_of_memory_find_a_free_buffer_set(tiny, tmp_path):
+    """A batch whose copy to the device fails (out of memory growing a buffer) while the next batch holds the
+    other buffer set is split; each half stages on its own and gives its set back when done, so the next
+    half finds one too (it used to fail with "every buffer set holds a batch", and with it every page)."""
+    from ocrbatch.gpu.throughput import ThroughputController
+
+    engine = DeepseekOcr2Engine(EngineOptions(model=str(tiny.model), max_new_tokens=1, min_new_tokens=1,
+                                              buffer_pages=8, schedule="static"))
+    engine.load("cpu")
+    pages = [engine.prepare(page_image(p)) for p in generated_pages(tmp_path, [(700, 500)] * 5)]
+    queue = [Batch(tuple(pages[:4])), Batch(tuple(pages[4:]))]
+    real_stage = engine._staging.stage
+
+    def stage(groups):
+        if len(groups["global"]) == 4:
+            raise RuntimeError("CUDA out of memory growing a buffer (simulated)")
+        return real_stage(groups)
+
+    engine._staging.stage = stage
+    results = []
+    worker = InferWorker(engine, results.append, ThroughputController(4))
+    try:
+        worker.run(lambda block: queue.pop(0) if queue else None, busy=lambda s: None)
+    finally:
+        engine.close()
+    assert [r.status.value for r in results] == ["truncated"] * 5, [r.error for r in results]  # fixed length
+    assert worker.controller.cap == 2 and engine._prep.pool.in_use() == 0
+
+
+@pytest.mark.parametrize("bf16_native, capability, dtype, flash", [
+    (False, (7, 5), "float16", False),  # T4: bf16 only emulated; flash-attn 2 refuses sm75
+    (False, (7, 0), "float16", False),  # V100
+    (True, (8, 0), "bfloat16", True),  # A100
+    (True, (9, 0), "bfloat16", True),  # H100/H200
+])
+def test_precision_and_attention_follow_what_the_gpu_really_supports(bf16_native, capability, dtype, flash,
+                                                                     tmp_path, monkeypatch):
+    import importlib.util
+
+    from ocrbatch.gpu import device as gpu_device
+
+    class FakeCuda:  # what torch.cuda reports on such a GPU (is_bf16_supported counts emulation by default)
+        @staticmethod
+        def is_bf16_supported(including_emulation=True):
+            return True if including_emulation else bf16_native
+
+        @staticmethod
+        def get_device_capability(device=None):
+            return capability
+
+    assert gpu_device.cuda_caps(SimpleNamespace(cuda=FakeCuda), "cuda:0") == (bf16_native, capability)
+    monkeypatch.setattr(gpu_device, "cuda_caps", lambda torch, device: (bf16_native, capability))
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "flash_attn"
+                        else real_find_spec(name, *a))
+    engine = DeepseekOcr2Engine(EngineOptions(model=str(tmp_path)))
+    assert engine._choose_dtype(torch, "cuda:0") == dtype
+    attention = engine._choose_attention("cuda:0", dtype)
+    assert (attention != "sdpa") is flash

@@ -124,3 +124,53 @@ def test_device_staging_on_a_cpu_double_buffers_and_grows_only_when_a_batch_need
     assert staging.allocations == 3 and torch.equal(bigger.tensors["crops"], torch.stack(hosts))
     bigger.done()
     assert staging.stats()["copied_bytes"] > 0
+
+
+def test_a_grown_device_buffer_is_written_on_the_side_stream_only_after_the_compute_stream_made_it(monkeypatch):
+    """CUDA's order of events, played on the CPU with stand-in streams: a buffer made (on the compute stream)
+    for a batch is copied into on the side stream only after that stream waits for the compute stream."""
+    from ocrbatch.gpu.staging import DeviceStaging
+
+    calls = []
+
+    class Stream:
+        def wait_stream(self, other):
+            calls.append("wait_stream")
+
+        def wait_event(self, event):
+            calls.append("wait_event")
+
+        def synchronize(self):
+            pass
+
+    class Event:
+        def __init__(self, enable_timing=False):
+            pass
+
+        def record(self, stream=None):
+            calls.append("record")
+
+        def synchronize(self):
+            pass
+
+        def elapsed_time(self, other):
+            return 0.0
+
+    import contextlib
+
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: Stream())
+    monkeypatch.setattr(torch.cuda, "stream", lambda s: contextlib.nullcontext())
+    staging = DeviceStaging("cpu")
+    staging.cuda, staging.stream = True, Stream()
+    hosts = [torch.full(CROP, float(i)) for i in range(3)]
+    first = staging.stage({"crops": hosts[:2]})  # set 1: buffer made
+    assert calls[0] == "wait_stream" and torch.equal(first.tensors["crops"][1], hosts[1])
+    calls.clear()
+    second = staging.stage({"crops": hosts[:1]})  # set 2, while set 1 computes: buffer made
+    assert calls[0] == "wait_stream"
+    first.done()
+    second.done()
+    calls.clear()
+    staging.stage({"crops": hosts[:2]}).done()  # set 1 again: fits, nothing made; waits for its last reader
+    assert "wait_stream" not in calls and calls[0] == "wait_event"

@@ -1,22 +1,28 @@
 """`ocrbatch bench`: the pipeline's throughput on a random DeepSeek-OCR-2; no weights, no download.
 
     build a random checkpoint in a temporary folder      tiny on a CPU, real size (~3.4B) on a GPU
-    draw A4 pages (or take --pages-dir)
+    draw pages (or take --pages-dir)                    A4 for full; for tiny, pages that fit one tile
+    draw each page's length                             --lengths mix (default) or fixed
     per-page loop: the engine alone, one `generate` per page, like the official `infer`: the baseline
-    for each batch size: `pipeline.run` on the pages      decode threads, pool, batcher, worker: the real path
-    a table: pages/s, NVML utilization, peak VRAM, buffer allocations after warm-up, × the loop
+    for each batch size and schedule: `pipeline.run`    decode threads, pool, batcher, worker: the real path
+    a row as each run ends: pages/s, tokens/s, slot efficiency, NVML utilization, peak VRAM, buffer
+    allocations after warm-up, × the loop
 
-Every page generates exactly --max-new-tokens tokens (min = max new tokens), so the work per page is fixed
-and throughput comparable between runs. Pages/s is the worker's: pages over the time from its first batch
-to its last (the model load is left out, as it is from the loop). Utilization is NVML's mean over the
-steady part (from the end of the worker's warm-up batches to its last batch). The random model writes
-noise: this measures speed, never accuracy.
+Lengths: with `--lengths mix` each page ends after a drawn number of tokens, log-normal around a median of
+an eighth of --max-new-tokens, and one page in twenty runs to the limit (a loop), as real pages do; with
+`fixed` every page generates exactly --max-new-tokens. The model never ends a page by itself (its end token
+is taken out), so the work is the same between runs. Slot efficiency is useful tokens ÷ (rows × decoding
+steps): what share of the rows a device decodes carried a page's token rather than padding (static: a
+batch lives as long as its longest page) or an empty row. Pages/s is the worker's: pages over the time from
+its first batch to its last (the model load is left out, as it is from the loop). Utilization is NVML's mean
+over the steady part. The random model writes noise: this measures speed, never accuracy.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import shutil
 import sys
 import tempfile
@@ -31,9 +37,12 @@ from .errors import EngineLoadError, UsageError
 log = logging.getLogger("ocrbatch")
 
 PAGE_SIZE = (1241, 1754)  # A4 at 150 dpi: six crops, the common case
+TINY_PAGE_SIZE = (740, 560)  # one tile, no crops: on a CPU the tiny vision tower would otherwise dominate
+MIX_LOOPS = 0.05  # pages of the mix that run to the limit
+MIX_SIGMA = 0.6  # spread of the log-normal lengths
 DRAWN_PAGES = 8  # distinct drawn pages; more are copies (the model's work per page is the same anyway)
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".tif", ".tiff", ".webp", ".bmp"}
-DEFAULT_TOKENS = {"full": 128, "tiny": 8}
+DEFAULT_TOKENS = {("full", "fixed"): 128, ("tiny", "fixed"): 8, ("full", "mix"): 1024, ("tiny", "mix"): 768}
 
 
 @dataclass(frozen=True)
@@ -47,6 +56,8 @@ class BenchConfig:
     device: str = "auto"  # auto: cuda:0 for full, cpu for tiny
     workers: int | None = None
     budget_s: float | None = None  # start no new batch size after this
+    lengths: str = "mix"  # mix | fixed
+    schedules: tuple[str, ...] = ("static", "continuous")
 
     def __post_init__(self) -> None:
         if self.arch not in ("tiny", "full"):
@@ -59,10 +70,14 @@ class BenchConfig:
             raise UsageError("--loop-pages must be at least 1")
         if self.max_new_tokens is not None and self.max_new_tokens < 1:
             raise UsageError("--max-new-tokens must be at least 1")
+        if self.lengths not in ("mix", "fixed"):
+            raise UsageError(f"--lengths {self.lengths}: choose mix or fixed")
+        if not self.schedules or set(self.schedules) - {"static", "continuous"}:
+            raise UsageError("--schedules: give static, continuous or both")
 
     @property
     def tokens(self) -> int:
-        return self.max_new_tokens or DEFAULT_TOKENS[self.arch]
+        return self.max_new_tokens or DEFAULT_TOKENS[(self.arch, self.lengths)]
 
     def pages_for(self, batch: int) -> int:
         return self.pages or max(8, 6 * batch)
@@ -72,7 +87,10 @@ class BenchConfig:
 class Row:
     batch: int
     pages: int
+    schedule: str = "static"
     pages_per_s: float | None = None
+    tokens_per_s: float | None = None
+    slot_efficiency: float | None = None  # useful tokens ÷ (rows × decoding steps)
     util_pct: float | None = None  # NVML, steady part
     peak_vram_gib: float | None = None  # torch's peak allocated on the device
     allocations_after_warmup: int | None = None
@@ -94,6 +112,8 @@ class BenchResult:
     loop_pages_per_s: float
     rows: list[Row]
     build_s: float
+    lengths: str = "fixed"
+    median_tokens: float | None = None  # of the drawn lengths (mix)
 
 
 def parse_sizes(text: str) -> tuple[int, ...]:
@@ -104,8 +124,10 @@ def parse_sizes(text: str) -> tuple[int, ...]:
     return sizes
 
 
-def run_bench(cfg: BenchConfig, say: Callable[[str], None] = lambda line: None) -> BenchResult:
-    """Build, baseline, run every batch size; `say` gets a line of progress now and then."""
+def run_bench(cfg: BenchConfig, say: Callable[[str], None] = lambda line: None,
+              on_row: Callable[[BenchResult, Row], None] = lambda result, row: None) -> BenchResult:
+    """Build, baseline, run every batch size and schedule; `say` gets a line of progress now and then,
+    `on_row` each row as it is measured (with the result so far)."""
     import torch
     from transformers.utils import logging as hf_logging
 
@@ -119,29 +141,50 @@ def run_bench(cfg: BenchConfig, say: Callable[[str], None] = lambda line: None) 
         say(f"building a random {cfg.arch} DeepSeek-OCR-2 in {work}")
         full = cfg.arch == "full"
         model = build(work / "model", real_size=full, device=device if full else "cpu",
-                      dtype=torch.bfloat16 if full else None)
+                      dtype=torch.bfloat16 if full else None, never_ends=True)
         if device.startswith("cuda"):
             torch.cuda.empty_cache()
         build_s = time.monotonic() - t0
         need = max(max(cfg.pages_for(b) for b in cfg.batch_sizes), cfg.loop_pages + 1)
-        pages = _pages(work / "pages", need, cfg.pages_dir)
+        pages = _pages(work / "pages", need, cfg.pages_dir, PAGE_SIZE if full else TINY_PAGE_SIZE)
+        lengths = draw_lengths([p.name for p in pages], cfg.tokens) if cfg.lengths == "mix" else ()
         say(f"per-page loop on {cfg.loop_pages} pages")
-        loop_rate, facts = _loop(model, pages[:cfg.loop_pages + 1], cfg.tokens, device)
-        rows = []
+        loop_rate, facts = _loop(model, pages[:cfg.loop_pages + 1], cfg.tokens, device, lengths)
+        w, h = _size(pages[0])
+        drawn = sorted(n for _, n in lengths)
+        result = BenchResult(cfg.arch, device, facts["dtype"], facts["params_m"], cfg.tokens, f"{w}x{h}",
+                             cfg.loop_pages, loop_rate, [], build_s, cfg.lengths,
+                             drawn[len(drawn) // 2] if drawn else None)
         for batch in cfg.batch_sizes:
             n = cfg.pages_for(batch)
-            if cfg.budget_s is not None and time.monotonic() - t0 > cfg.budget_s:
-                rows.append(Row(batch, n, skipped=f"over the {cfg.budget_s:.0f} s budget"))
-                continue
-            say(f"pipeline, batch size {batch}, {n} pages")
-            row = _pipeline(model, pages[:n], batch, cfg, device, work / f"out-{batch}")
-            row.vs_loop = row.pages_per_s / loop_rate if row.pages_per_s and loop_rate else None
-            rows.append(row)
-        w, h = _size(pages[0])
-        return BenchResult(cfg.arch, device, facts["dtype"], facts["params_m"], cfg.tokens, f"{w}x{h}",
-                           cfg.loop_pages, loop_rate, rows, build_s)
+            for schedule in cfg.schedules:
+                if cfg.budget_s is not None and time.monotonic() - t0 > cfg.budget_s:
+                    row = Row(batch, n, schedule, skipped=f"over the {cfg.budget_s:.0f} s budget")
+                else:
+                    say(f"pipeline, batch size {batch}, {schedule}, {n} pages")
+                    row = _pipeline(model, pages[:n], batch, cfg, device, work / f"out-{batch}-{schedule}",
+                                    schedule, lengths)
+                    row.vs_loop = row.pages_per_s / loop_rate if row.pages_per_s and loop_rate else None
+                result.rows.append(row)
+                on_row(result, row)
+        return result
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def draw_lengths(names: list[str], limit: int, seed: int = 0) -> tuple[tuple[str, int], ...]:
+    """(page name, tokens) for the pages that end: log-normal around a median of limit / 8, one page in
+    twenty left out (it runs to the limit, as a loop does)."""
+    import random
+
+    rng = random.Random(seed)
+    median = max(1, limit // 8)
+    out = []
+    for name in names:
+        if rng.random() < MIX_LOOPS:
+            continue
+        out.append((name, max(1, min(limit - 1, round(rng.lognormvariate(math.log(median), MIX_SIGMA))))))
+    return tuple(out)
 
 
 def _device(cfg: BenchConfig, torch: Any) -> str:
@@ -155,7 +198,7 @@ def _device(cfg: BenchConfig, torch: Any) -> str:
     return device
 
 
-def _pages(folder: Path, count: int, source: Path | None) -> list[Path]:
+def _pages(folder: Path, count: int, source: Path | None, size: tuple[int, int] = PAGE_SIZE) -> list[Path]:
     """`count` page files in `folder`: --pages-dir's images, or a few drawn A4 pages, cycled (copied: each
     file is an input of its own)."""
     if source is not None:
@@ -165,7 +208,7 @@ def _pages(folder: Path, count: int, source: Path | None) -> list[Path]:
     else:
         drawn = folder.parent / "drawn"
         drawn.mkdir()
-        found = [_draw(drawn / f"drawn-{i + 1}.png", i) for i in range(min(count, DRAWN_PAGES))]
+        found = [_draw(drawn / f"drawn-{i + 1}.png", i, size) for i in range(min(count, DRAWN_PAGES))]
     folder.mkdir()
     out = []
     for i in range(count):
@@ -176,12 +219,12 @@ def _pages(folder: Path, count: int, source: Path | None) -> list[Path]:
     return out
 
 
-def _draw(path: Path, i: int) -> Path:
+def _draw(path: Path, i: int, size: tuple[int, int] = PAGE_SIZE) -> Path:
     from PIL import Image, ImageDraw
 
-    im = Image.new("RGB", PAGE_SIZE, "white")
+    im = Image.new("RGB", size, "white")
     d = ImageDraw.Draw(im)
-    for line, y in enumerate(range(120, PAGE_SIZE[1] - 120, 40)):
+    for line, y in enumerate(range(120, size[1] - 120, 40)):
         d.text((100, y), f"Page {i + 1}, line {line + 1}: the quick brown fox jumps over the lazy dog " * 2,
                fill="black")
     im.save(path)
@@ -195,16 +238,16 @@ def _size(path: Path) -> tuple[int, int]:
         return im.size
 
 
-def _options(model: Path, tokens: int, device: str) -> Any:
-    """Fixed-length generation; on a CPU one torch thread (the tiny model gains nothing from more, and the
-    decode threads need the cores)."""
+def _options(model: Path, tokens: int, device: str, lengths: tuple = (), schedule: str = "static") -> Any:
+    """Drawn lengths (or fixed-length generation when none); on a CPU one torch thread (the tiny model gains
+    nothing from more, and the decode threads need the cores)."""
     from .config import EngineOptions
 
-    return EngineOptions(model=str(model), max_new_tokens=tokens, min_new_tokens=tokens,
-                         threads=1 if device == "cpu" else None)
+    return EngineOptions(model=str(model), max_new_tokens=tokens, min_new_tokens=0 if lengths else tokens,
+                         threads=1 if device == "cpu" else None, page_lengths=lengths, schedule=schedule)
 
 
-def _loop(model: Path, paths: list[Path], tokens: int, device: str) -> tuple[float, dict[str, Any]]:
+def _loop(model: Path, paths: list[Path], tokens: int, device: str, lengths: tuple = ()) -> tuple[float, dict[str, Any]]:
     """Pages/s of the engine alone, one page per `generate`, each page read and preprocessed on the same
     thread; the first page warms up and is not timed."""
     from PIL import Image
@@ -212,7 +255,7 @@ def _loop(model: Path, paths: list[Path], tokens: int, device: str) -> tuple[flo
     from .engines.deepseek_ocr2.engine import DeepseekOcr2Engine
     from .records import Kind, PageImage, PageRef, Source
 
-    engine = DeepseekOcr2Engine(_options(model, tokens, device))
+    engine = DeepseekOcr2Engine(_options(model, tokens, device, lengths))
     engine.load(device)
     facts = {"dtype": engine.dtype, "params_m": sum(p.numel() for p in engine.model.parameters()) / 1e6}
     try:
@@ -231,7 +274,8 @@ def _loop(model: Path, paths: list[Path], tokens: int, device: str) -> tuple[flo
         engine.close()
 
 
-def _pipeline(model: Path, paths: list[Path], batch: int, cfg: BenchConfig, device: str, out: Path) -> Row:
+def _pipeline(model: Path, paths: list[Path], batch: int, cfg: BenchConfig, device: str, out: Path,
+              schedule: str = "static", lengths: tuple = ()) -> Row:
     import torch
 
     from .config import RunConfig, default_workers
@@ -240,7 +284,8 @@ def _pipeline(model: Path, paths: list[Path], batch: int, cfg: BenchConfig, devi
     from .pipeline.run import run
 
     config = RunConfig(inputs=tuple(str(p) for p in paths), output=out, engine="deepseek-ocr2",
-                       engine_options=_options(model, cfg.tokens, device), devices=device, max_batch=batch,
+                       engine_options=_options(model, cfg.tokens, device, lengths, schedule), devices=device,
+                       max_batch=batch,
                        workers=cfg.workers or default_workers(), force=True)
     uuid = cuda_uuid(device) if device.startswith("cuda") else ""
     if device.startswith("cuda"):
@@ -267,8 +312,10 @@ def _pipeline(model: Path, paths: list[Path], batch: int, cfg: BenchConfig, devi
     wall = time.monotonic() - t0
     worker = summary.figures["infer_workers"][0]
     done = summary.counts["ok"] + summary.counts["truncated"]  # every page "truncated": fixed length
-    return Row(batch=batch, pages=done, wall_s=round(wall, 2), mean_batch=worker["mean_batch"],
+    return Row(batch=batch, pages=done, schedule=schedule, wall_s=round(wall, 2), mean_batch=worker["mean_batch"],
                pages_per_s=done / worker["wall_s"] if worker["wall_s"] else None,
+               tokens_per_s=worker["tokens"] / worker["wall_s"] if worker["wall_s"] and worker["tokens"] else None,
+               slot_efficiency=worker["slot_efficiency"],
                util_pct=sum(util.values()) / len(util) if util else None,
                peak_vram_gib=torch.cuda.max_memory_allocated(device) / 2**30 if device.startswith("cuda") else None,
                allocations_after_warmup=worker["buffer_allocations_after_warmup"])
@@ -283,28 +330,35 @@ def _sync(device: str) -> None:
 
 # -- output -----------------------------------------------------------------------------------------------
 
-COLUMNS = (("batch", 5), ("pages", 5), ("pages/s", 8), ("util %", 6), ("peak VRAM", 9),
-           ("allocs after warm-up", 20), ("× loop", 6))
+COLUMNS = (("batch", 5), ("schedule", 10), ("pages", 5), ("pages/s", 8), ("tokens/s", 8), ("slot eff.", 9),
+           ("util %", 6), ("peak VRAM", 9), ("allocs after warm-up", 20), ("× loop", 6))
+
+
+def heading(result: BenchResult) -> str:
+    mix = (f"lengths drawn: median {result.median_tokens} tokens, 1 page in 20 to the limit of {result.tokens}"
+           if result.lengths == "mix" else f"{result.tokens} tokens per page")
+    return "\n".join([
+        f"ocrbatch bench: random DeepSeek-OCR-2 ({result.arch}, {result.params_m:,.1f}M parameters) on "
+        f"{result.device}, {result.dtype}; {mix}; pages {result.page_size}",
+        f"per-page loop: {result.loop_pages} pages, {result.loop_pages_per_s:.2f} pages/s "
+        f"({1 / result.loop_pages_per_s:.2f} s/page)" if result.loop_pages_per_s else "per-page loop: -",
+        "",
+        "  ".join(name.rjust(width) for name, width in COLUMNS)])
+
+
+def row_line(r: Row) -> str:
+    if r.skipped:
+        return f"{r.batch:>5}  {r.schedule:>10}  {r.pages:>5}  skipped: {r.skipped}"
+    cells = [str(r.batch), r.schedule, str(r.pages), _num(r.pages_per_s, 2), _num(r.tokens_per_s, 0),
+             _num(r.slot_efficiency, 3), _num(r.util_pct, 0),
+             "-" if r.peak_vram_gib is None else f"{r.peak_vram_gib:.1f} GiB",
+             "-" if r.allocations_after_warmup is None else str(r.allocations_after_warmup), _num(r.vs_loop, 2)]
+    return "  ".join(c.rjust(width) for c, (_, width) in zip(cells, COLUMNS))
 
 
 def table(result: BenchResult) -> str:
-    """The result as plain text: a heading and one row per batch size."""
-    lines = [f"ocrbatch bench: random DeepSeek-OCR-2 ({result.arch}, {result.params_m:,.1f}M parameters) on "
-             f"{result.device}, {result.dtype}; {result.tokens} tokens per page; pages {result.page_size}",
-             f"per-page loop: {result.loop_pages} pages, {result.loop_pages_per_s:.2f} pages/s "
-             f"({1 / result.loop_pages_per_s:.2f} s/page)" if result.loop_pages_per_s else "per-page loop: -",
-             "",
-             "  ".join(name.rjust(width) for name, width in COLUMNS)]
-    for r in result.rows:
-        if r.skipped:
-            lines.append(f"{r.batch:>5}  {r.pages:>5}  skipped: {r.skipped}")
-            continue
-        cells = [str(r.batch), str(r.pages), _num(r.pages_per_s, 2), _num(r.util_pct, 0),
-                 "-" if r.peak_vram_gib is None else f"{r.peak_vram_gib:.1f} GiB",
-                 "-" if r.allocations_after_warmup is None else str(r.allocations_after_warmup),
-                 _num(r.vs_loop, 2)]
-        lines.append("  ".join(c.rjust(width) for c, (_, width) in zip(cells, COLUMNS)))
-    return "\n".join(lines)
+    """The result as plain text: a heading and one row per batch size and schedule."""
+    return "\n".join([heading(result)] + [row_line(r) for r in result.rows])
 
 
 def as_json(result: BenchResult) -> str:
@@ -316,13 +370,24 @@ def _num(value: float | None, digits: int) -> str:
 
 
 def main(cfg: BenchConfig, json_out: bool = False, quiet: bool = False) -> int:
-    """The command: progress on stderr, the table (or JSON) on stdout."""
+    """The command: progress on stderr; the table on stdout, each row as soon as it is measured (or JSON at
+    the end)."""
     say = (lambda line: None) if quiet else (lambda line: print(f"ocrbatch bench: {line}", file=sys.stderr))
+
+    def on_row(result: BenchResult, row: Row) -> None:
+        if json_out:
+            return
+        if len(result.rows) == 1:
+            sys.stdout.write(heading(result) + "\n")
+        sys.stdout.write(row_line(row) + "\n")
+        sys.stdout.flush()
+
     level = log.level
-    log.setLevel(logging.ERROR)  # every page "runs into the token limit": that is the benchmark, not news
+    log.setLevel(logging.ERROR)  # pages "run into the token limit" on purpose: that is the benchmark, not news
     try:
-        result = run_bench(cfg, say)
+        result = run_bench(cfg, say, on_row)
     finally:
         log.setLevel(level)
-    sys.stdout.write((as_json(result) if json_out else table(result)) + "\n")
+    if json_out:
+        sys.stdout.write(as_json(result) + "\n")
     return 0

@@ -82,6 +82,8 @@ def convert(
     max_batch: str = typer.Option("auto", "--max-batch",
                                   help="Pages one device runs at once: a number, or auto (from 8, grown while "
                                        "pages/s gains and memory allows)."),
+    quantize: str = typer.Option("none", "--quantize",
+                                 help="deepseek-ocr2 weights: none, int8 or nf4 (4-bit), through bitsandbytes."),
     schedule: str = typer.Option("continuous", "--schedule",
                                  help="deepseek-ocr2: continuous (pages leave and join the running batch "
                                       "between decoding steps) or static (whole batches)."),
@@ -113,7 +115,7 @@ def convert(
         config = RunConfig(
             inputs=tuple(inputs), output=output, engine=engine,
             engine_options=EngineOptions(model=model, dtype=dtype, prompt=prompt, max_new_tokens=max_new_tokens,
-                                         threads=threads, schedule=schedule),
+                                         threads=threads, schedule=schedule, quantize=quantize),
             devices=devices, dpi=dpi, text_layer=text_layer, max_batch=start, max_batch_auto=auto,
             max_wait_ms=max_wait_ms,
             workers=workers or default_workers(), pages=PageSelection.parse(pages) if pages else None,
@@ -193,12 +195,17 @@ def bench(
     pages_dir: Optional[Path] = typer.Option(None, "--pages-dir",
                                              help="Page images to use (cycled) instead of drawn A4 pages."),
     max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens",
-                                                 help="Tokens every page generates (default: 128 full, 8 tiny)."),
+                                                 help="Most tokens a page generates (default: 1024 full, 768 tiny "
+                                                      "with --lengths mix; 128 and 8 fixed)."),
     loop_pages: int = typer.Option(4, "--loop-pages", help="Pages timed in the per-page loop baseline."),
     device: str = typer.Option("auto", "--device", help="auto (cuda:0 for full, cpu for tiny), cpu, 0 or cuda:1."),
     workers: Optional[int] = typer.Option(None, "--workers", "-j", help="Decode threads (default: up to 4)."),
     budget_s: Optional[float] = typer.Option(None, "--budget-s", metavar="SECONDS",
                                              help="Start no new batch size after this many seconds."),
+    lengths: str = typer.Option("mix", "--lengths",
+                                help="mix: page lengths drawn log-normal (median a 1/8 of --max-new-tokens, 1 in "
+                                     "20 to the limit); fixed: every page --max-new-tokens."),
+    schedules: str = typer.Option("static,continuous", "--schedules", help="Schedules to run, one row each."),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON instead of a table."),
     quiet: bool = typer.Option(False, "-q", "--quiet", help="No progress lines on stderr."),
     verbose: int = typer.Option(0, "-v", "--verbose", count=True, help="Tracebacks on errors."),
@@ -212,7 +219,8 @@ def bench(
 
         config = BenchConfig(arch=arch, batch_sizes=parse_sizes(batch_sizes), pages=pages, pages_dir=pages_dir,
                              max_new_tokens=max_new_tokens, loop_pages=loop_pages, device=device, workers=workers,
-                             budget_s=budget_s)
+                             budget_s=budget_s, lengths=lengths,
+                             schedules=tuple(p.strip() for p in schedules.split(",") if p.strip()))
         return bench_main(config, json_out=as_json, quiet=quiet)
 
     _exit_with(run_bench, verbose)

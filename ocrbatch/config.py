@@ -53,6 +53,7 @@ class EngineOptions:
     pin_memory: bool | None = None  # page-locked host buffers; None: when CUDA is available
     batch_pages: int = 0  # most pages one batch can hold (device buffers are sized for it); 0: grow as needed
     reserve_buffers: bool = True  # make every buffer at once (a fixed cap); False: as pages need them (auto)
+    quantize: str = "none"  # none | int8 | nf4 (bitsandbytes weights)
     schedule: str = "continuous"  # continuous: rows leave and join between decoding steps; static: whole batches
     page_lengths: tuple[tuple[str, int], ...] = ()  # benchmarks: (file name, tokens) each page ends after
 

@@ -105,6 +105,16 @@ def check_flash_attn() -> Finding:
     return Finding("flash-attn", None, f"installed ({v or 'version unknown'})", {"installed": True, "version": v})
 
 
+def check_quantize() -> Finding:
+    from .engines.deepseek_ocr2.engine import quantize_support
+
+    support = quantize_support()
+    ready = [m for m, why in support.items() if why is None]
+    missing = sorted({why for why in support.values() if why})
+    text = f"--quantize {', '.join(ready)}" + (f" (int8, nf4 {missing[0]})" if missing else " (bitsandbytes)")
+    return Finding("quantize", None, text, {"available": ready})
+
+
 def check_ray() -> Finding:
     if importlib.util.find_spec("ray") is None:
         return Finding("ray", None, "not installed (only --ray needs it: pip install 'ocrbatch[ray]')",
@@ -250,7 +260,7 @@ def _missing_weights(snap: Path) -> list[str] | None:
 def findings() -> list[Finding]:
     torch_found = check_torch()
     found = [check_python(), Finding("ocrbatch", None, __version__, {"version": __version__}), torch_found,
-             check_gpus(), check_flash_attn(), check_ray(), check_onnxruntime()]
+             check_gpus(), check_flash_attn(), check_quantize(), check_ray(), check_onnxruntime()]
     found += check_engines(torch_found)
     cache = hub_cache()
     found += [check_cached_model(m, cache) for m in model_ids()]

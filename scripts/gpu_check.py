@@ -1,18 +1,24 @@
-"""Exercise the deepseek-ocr2 engine on a CUDA GPU and print its figures (run by scripts/gpu_check.sh).
+"""Exercise the deepseek-ocr2 engine on a CUDA GPU and print its figures (run by scripts/gpu_check.sh), each
+line as soon as it is known: a run cut short keeps what it printed.
 
-Steps, each timed; a step is skipped when the time left would not cover it:
-  1. environment: torch, CUDA, the GPU, bf16 support, flash-attn, transformers
-  2. a tiny random checkpoint through `ocrbatch convert` on the dev pages: --max-batch 8 vs --max-batch 1,
-     auto precision (bf16 on most GPUs) and float32; how many pages come out byte-identical
-  3. the same checkpoint in-process: one batch of pages with 0, 2, 3 and 6 crops vs each page alone
-  4. `ocrbatch bench --arch full`: the real pipeline on a random real-size model at batch sizes 32, 8 and 1
-     against a one-page-at-a-time loop: pages/s, NVML utilization, peak VRAM, buffer allocations after warm-up
-  5. a random checkpoint of roughly the real architecture's size (~3.4B parameters): save, load through
-     from_pretrained, one batch of mixed pages; tokens/s and peak memory; then the full path on two pages
+Steps, most telling first; each has a time it needs and is skipped when less is left of --budget-s:
+  1. environment: torch, CUDA, the GPU, bf16 (native or emulated), flash-attn, transformers
+  2. a tiny random checkpoint in-process, first-pass tokens (every page exactly the token limit: no retries):
+     one static batch of pages with 0, 2, 3 and 6 crops, and continuous decoding with pages joining mid-run,
+     each against every page alone: identical rows, and where the others first diverge
+  3. `ocrbatch bench --arch full` (random real-size model, page lengths drawn from the realistic mix): static
+     batch 8 (the old path), continuous at 8 rows, and both at 64 rows: pages/s, tokens/s, slot efficiency,
+     NVML utilization, peak VRAM, buffer allocations after warm-up; rows printed as they finish, the run
+     stopped when its time is up
+  4. the tiny checkpoint through `ocrbatch convert` on the dev pages: static batch 8, one page at a time, and
+     continuous with --max-batch auto; how many pages come out byte-identical
+  5. step 2 in float32
+  6. a random checkpoint of roughly the real size: save, load through from_pretrained, one batch of mixed
+     pages; tokens/s and peak memory
 Random weights write noise: the figures are speed, memory and consistency, never accuracy.
 
-`--device cpu --quick` runs steps 1-3 on the CPU, and `--device cpu --quick --self-test` steps 4 and 5 too
-with the tiny architecture: to check this script itself where there is no GPU.
+`--device cpu --quick` runs steps 1, 2, 4 and 5 on the CPU, and `--device cpu --quick --self-test` steps 2, 3
+and 6 with the tiny architecture: to check this script itself where there is no GPU.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ DEV_PAGES = ROOT.parent / "shared" / "bench" / "dev" / "pages"
 SIZES = [(700, 500), (1400, 700), (1500, 500), (620, 877), (1241, 1754)]  # 0, 2, 3, 6, 6 crops
 T0 = time.monotonic()
 FIGURES: dict = {}
+BUDGET = [450.0]  # seconds for the whole check (--budget-s)
 
 
 def say(step: str, **facts) -> None:
@@ -89,7 +96,8 @@ def step_environment(device: str) -> None:
     if device.startswith("cuda"):
         props = torch.cuda.get_device_properties(device)
         facts.update(gpu=props.name, memory_gib=round(props.total_memory / 2**30, 1),
-                     capability=f"{props.major}.{props.minor}", bf16=torch.cuda.is_bf16_supported())
+                     capability=f"{props.major}.{props.minor}", bf16=torch.cuda.is_bf16_supported(),
+                     bf16_native=torch.cuda.is_bf16_supported(including_emulation=False))
     say("environment", **facts)
     smi = shutil.which("nvidia-smi")
     if smi:
@@ -98,11 +106,11 @@ def step_environment(device: str) -> None:
         say("environment", nvidia_smi=out.stdout.strip().replace(" ", "") or out.stderr.strip())
 
 
-def convert(inputs: Path, out: Path, model: Path, device: str, *extra: str) -> dict:
+def convert(inputs: Path, out: Path, model: Path, device: str, *extra: str, timeout: float = 120) -> dict:
     cmd = [sys.executable, "-m", "ocrbatch", "convert", str(inputs), "-o", str(out), "--engine", "deepseek-ocr2",
            "--model", str(model), "--devices", device, "--json", "-q", *extra]
     t = time.monotonic()
-    r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=timeout)
     wall = time.monotonic() - t
     if r.returncode not in (0, 3):
         raise RuntimeError(f"convert exited {r.returncode}: {r.stderr.strip()[-2000:]}")
@@ -118,45 +126,83 @@ def same_markdown(a: Path, b: Path) -> tuple[int, int]:
 
 
 def step_tiny_cli(work: Path, tiny: Path, inputs: Path, device: str, max_new: int) -> None:
-    for dtype in ("auto", "float32"):
-        runs = {}
-        for batch in (8, 1):
-            out = work / f"cli-{dtype}-b{batch}"
-            s = convert(inputs, out, tiny, device, "--dtype", dtype, "--max-batch", str(batch),
-                        "--max-new-tokens", str(max_new), "--max-wait-ms", "1000")
-            runs[batch] = out
-            e = s["engine"]
-            say(f"tiny_cli_{dtype}_batch{batch}", pages=s["pages"], ok=s["pages_ok"],
-                truncated=s["pages_truncated"], failed=s["pages_failed"], retried=e.get("pages_retried"),
-                mean_batch=s.get("mean_batch"), wall_s=s.get("wall_s"), pages_per_s=s.get("pages_per_s"),
-                dtype=e["dtype"], attention=e["attention"], matmul=e.get("matmul", "-"))
-        same, total = same_markdown(runs[8], runs[1])
-        say(f"tiny_cli_{dtype}", identical_markdown_batch8_vs_batch1=f"{same}/{total}")
+    """`ocrbatch convert` on the dev pages, auto precision: static batches of 8, pages one at a time, and
+    continuous decoding with --max-batch auto; how many pages come out byte-identical to the one-at-a-time run."""
+    runs = {}
+    for label, extra in (("static_batch8", ["--max-batch", "8", "--schedule", "static"]),
+                         ("batch1", ["--max-batch", "1", "--schedule", "static"]),
+                         ("continuous_auto", ["--max-batch", "auto"])):
+        out = work / f"cli-{label}"
+        s = convert(inputs, out, tiny, device, *extra, "--max-new-tokens", str(max_new), "--max-wait-ms", "1000",
+                    timeout=max(10.0, min(90.0, left(BUDGET[0]) - 10)))
+        runs[label] = out
+        e = s["engine"]
+        w = (s.get("infer_workers") or [{}])[0]
+        say(f"tiny_cli_{label}", pages=s["pages"], ok=s["pages_ok"], truncated=s["pages_truncated"],
+            failed=s["pages_failed"], retried=e.get("pages_retried"), mean_batch=s.get("mean_batch"),
+            batch_cap=w.get("batch_cap"), slot_efficiency=w.get("slot_efficiency"), wall_s=s.get("wall_s"),
+            pages_per_s=s.get("pages_per_s"), dtype=e["dtype"], attention=e["attention"], matmul=e.get("matmul", "-"))
+    for label in ("static_batch8", "continuous_auto"):
+        same, total = same_markdown(runs[label], runs["batch1"])
+        say("tiny_cli", **{f"identical_markdown_{label}_vs_batch1": f"{same}/{total}"})
+
+
+def first_divergence(a: list[int], b: list[int]) -> int | None:
+    """The first position where two token lists differ (the shorter one's length if one is a prefix of the
+    other); None when equal."""
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
 
 
 def step_mixed_batch(tiny: Path, pages, device: str, dtype: str, max_new: int, label: str) -> None:
+    """First-pass tokens (every page exactly max_new tokens, no retries, the guard on) of one static batch of
+    mixed crop counts and of continuous decoding with rows joining, against each page alone: how many rows
+    are identical, and where the others first diverge (bf16 kernels may round differently by batch size)."""
     from ocrbatch.config import EngineOptions
-    from ocrbatch.engines.deepseek_ocr2.engine import DeepseekOcr2Engine
+    from ocrbatch.engines.deepseek_ocr2.engine import GUARD, DeepseekOcr2Engine
+    from ocrbatch.engines.deepseek_ocr2.inputs import unstage
 
-    engine = DeepseekOcr2Engine(EngineOptions(model=str(tiny), dtype=dtype, max_new_tokens=max_new))
+    engine = DeepseekOcr2Engine(EngineOptions(model=str(tiny), dtype=dtype, max_new_tokens=max_new,
+                                              min_new_tokens=max_new))
     t = time.monotonic()
     engine.load(device)
     load_s = time.monotonic() - t
+    prepared = [engine.prepare(p) for p in pages]
     try:
+        def generate(batch):
+            engine.stage(batch)
+            try:
+                return engine._generate(batch, GUARD)
+            finally:
+                unstage([p.prepared for p in batch])
+
         t = time.monotonic()
-        together = engine.infer(pages)
+        together = generate(prepared)
         batch_s = time.monotonic() - t
-        t = time.monotonic()
-        alone = [engine.infer([p])[0] for p in pages]
-        alone_s = time.monotonic() - t
+        alone = [generate([p])[0] for p in prepared]
+        decoder = engine.decoder() if engine.options.schedule == "continuous" else None
+        flowing: dict[int, list[int]] = {}
+        if decoder is not None:
+            decoder.add(prepared[:2])
+            for step in range(10 * max_new):
+                if step == 3:
+                    decoder.add(prepared[2:])  # join while the first two decode
+                for page, gen, _info in decoder.step(rows=len(prepared)):
+                    flowing[id(page)] = gen.tokens
+                if decoder.idle():
+                    break
     finally:
         facts = engine.describe()
+        engine.release(prepared)
         engine.close()
-    same = sum(a.markdown == b.markdown and a.status == b.status for a, b in zip(together, alone))
+    static_div = [first_divergence(a.tokens, b.tokens) for a, b in zip(together, alone)]
+    cont_div = [first_divergence(flowing.get(id(p), []), b.tokens) for p, b in zip(prepared, alone)]
     say(label, crops=[engine.bucket_key(p) for p in pages], dtype=facts["dtype"], attention=facts["attention"],
-        load_s=round(load_s, 2), batch_s=round(batch_s, 2), alone_s=round(alone_s, 2),
-        identical_batch_vs_alone=f"{same}/{len(pages)}",
-        statuses=[o.status.value for o in together])
+        load_s=round(load_s, 2), batch_s=round(batch_s, 2), tokens_per_row=max_new,
+        identical_batch_vs_alone=f"{static_div.count(None)}/{len(pages)}", first_divergence_batch=static_div,
+        identical_continuous_vs_alone=f"{cont_div.count(None)}/{len(pages)}", first_divergence_continuous=cont_div)
 
 
 def _sync(device: str) -> None:
@@ -224,27 +270,33 @@ def step_real_size(work: Path, pages, device: str, max_new: int, budget: float, 
 
 
 def step_bench(device: str, budget_s: float, kill_after_s: float, self_test: bool) -> None:
-    """`ocrbatch bench` in its own process (its GPU memory goes with it); its table printed, its rows kept.
-    `budget_s`: it starts no batch size after that; `kill_after_s`: it is stopped then, whatever it does."""
-    from ocrbatch.bench import BenchResult, Row, table
-
+    """`ocrbatch bench` in its own process (its GPU memory goes with it), its rows printed as each is measured:
+    a run stopped at `kill_after_s` keeps the rows it had. `budget_s`: it starts no run after that."""
     if self_test:
-        args = ["--arch", "tiny", "--batch-sizes", "1,2", "--pages", "2", "--max-new-tokens", "2"]
+        args = ["--arch", "tiny", "--batch-sizes", "2", "--pages", "4", "--max-new-tokens", "16", "--loop-pages", "1"]
     else:
-        args = ["--arch", "full", "--batch-sizes", "32,8,1", "--max-new-tokens", "128", "--loop-pages", "4"]
-    cmd = [sys.executable, "-m", "ocrbatch", "bench", *args, "--device", device, "--json", "-q",
-           "--budget-s", str(int(budget_s))]
+        # Today's path (static, batch 8) against continuous decoding at 8 and at 64 rows, on the length mix.
+        args = ["--arch", "full", "--batch-sizes", "8,64", "--pages", "48", "--max-new-tokens", "256",
+                "--loop-pages", "2"]
+    cmd = [sys.executable, "-m", "ocrbatch", "bench", *args, "--device", device, "--budget-s", str(int(budget_s))]
     t = time.monotonic()
-    r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=kill_after_s)
-    if r.returncode != 0:
-        raise RuntimeError(f"bench exited {r.returncode}: {r.stderr.strip()[-2000:]}")
-    data = json.loads(r.stdout)
-    result = BenchResult(**{**data, "rows": [Row(**row) for row in data["rows"]]})
-    print(table(result), flush=True)
-    say("bench", wall_s=round(time.monotonic() - t, 1), build_s=round(result.build_s, 1),
-        loop_pages_per_s=round(result.loop_pages_per_s, 3),
-        rows=[{k: (round(v, 3) if isinstance(v, float) else v) for k, v in vars(row).items()}
-              for row in result.rows])
+    rows = []
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT) as proc:
+        try:
+            for line in iter(proc.stdout.readline, ""):
+                print(f"gpu_check bench | {line.rstrip()}", flush=True)
+                rows.append(line.rstrip())
+                if time.monotonic() - t > kill_after_s:
+                    proc.kill()
+                    break
+            proc.wait(timeout=max(1.0, kill_after_s - (time.monotonic() - t)))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        err = proc.stderr.read() if proc.stderr else ""
+    if proc.returncode not in (0, None, -9):
+        raise RuntimeError(f"bench exited {proc.returncode}: {err.strip()[-1500:]}")
+    say("bench", wall_s=round(time.monotonic() - t, 1), lines=len(rows),
+        stopped=proc.returncode == -9 or None)
 
 
 def main() -> int:
@@ -255,6 +307,7 @@ def main() -> int:
     ap.add_argument("--self-test", action="store_true",
                     help="with --device cpu: run the real-size step too, with the tiny architecture")
     args = ap.parse_args()
+    BUDGET[0] = args.budget_s
 
     import torch
     from transformers.utils import logging as hf_logging
@@ -281,21 +334,26 @@ def main() -> int:
         else:
             shutil.copytree(work / "drawn", inputs)
         max_new = 16 if args.quick else 64
+        mixed = page_images(drawn[:4])
+        # Most telling first: a step is skipped when less than its need is left, and the bench stops itself.
         steps = [
-            ("tiny_cli", 60, lambda: step_tiny_cli(work, tiny, inputs, args.device, max_new)),
-            ("tiny_mixed_auto", 20, lambda: step_mixed_batch(tiny, page_images(drawn[:4]), args.device, "auto",
-                                                             max_new, "tiny_mixed_batch_auto")),
-            ("tiny_mixed_fp32", 20, lambda: step_mixed_batch(tiny, page_images(drawn[:4]), args.device, "float32",
-                                                             max_new, "tiny_mixed_batch_float32")),
+            ("tiny_mixed_auto", 20, lambda: step_mixed_batch(tiny, mixed, args.device, "auto", max_new,
+                                                             "tiny_mixed_batch_auto")),
         ]
-        if args.self_test:  # steps 1-3 are checked by --quick; keep the self-test short
-            steps = steps[1:2]
         if args.self_test or (not args.quick and args.device.startswith("cuda")):
-            # Its own budget: start no batch size past what leaves a minute for the step to finish.
+            # Starts no run past what leaves 90 s for the steps after it; stopped outright 30 s later.
             steps.append(("bench", 20 if args.self_test else 150, lambda: step_bench(
-                args.device, min(240.0, left(args.budget_s) - 60), left(args.budget_s) - 5, args.self_test)))
+                args.device, min(200.0, left(args.budget_s) - 120), min(260.0, left(args.budget_s) - 90),
+                args.self_test)))
+        if not args.self_test:
+            steps += [
+                ("tiny_cli", 60, lambda: step_tiny_cli(work, tiny, inputs, args.device, max_new)),
+                ("tiny_mixed_fp32", 20, lambda: step_mixed_batch(tiny, mixed, args.device, "float32", max_new,
+                                                                 "tiny_mixed_batch_float32")),
+            ]
+        if args.self_test or (not args.quick and args.device.startswith("cuda")):
             real_pages = page_images(sorted(inputs.iterdir())[:8] if DEV_PAGES.is_dir() else drawn)
-            steps.append(("real_size", 120 if not args.self_test else 10, lambda: step_real_size(
+            steps.append(("real_size", 150 if not args.self_test else 10, lambda: step_real_size(
                 work, real_pages, args.device, 16 if args.self_test else 256, args.budget_s,
                 real_size=not args.self_test)))
         for name, needs_s, fn in steps:

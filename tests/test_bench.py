@@ -16,7 +16,7 @@ from typer.testing import CliRunner  # noqa: E402
 from ocrbatch.cli import app  # noqa: E402
 
 ARGS = ["bench", "--arch", "tiny", "--batch-sizes", "1,2", "--pages", "2", "--max-new-tokens", "2",
-        "--loop-pages", "1", "-j", "1"]
+        "--loop-pages", "1", "-j", "1", "--lengths", "fixed", "--schedules", "static"]
 
 
 @pytest.fixture
@@ -31,17 +31,30 @@ def test_bench_tiny_prints_a_row_per_batch_size(one_thread):
     assert r.exit_code == 0, (r.stderr, r.exception)
     lines = r.stdout.splitlines()
     assert re.match(r"ocrbatch bench: random DeepSeek-OCR-2 \(tiny, 0\.4M parameters\) on cpu, float32; "
-                    r"2 tokens per page; pages 1241x1754$", lines[0])
+                    r"2 tokens per page; pages 740x560$", lines[0])
     assert re.match(r"per-page loop: 1 pages, [\d.]+ pages/s", lines[1])
     header = lines[3].split()
-    assert header[:4] == ["batch", "pages", "pages/s", "util"] and "loop" in header
+    assert header[:5] == ["batch", "schedule", "pages", "pages/s", "tokens/s"] and "loop" in header
     rows = [line.split() for line in lines[4:]]
-    assert [row[:2] for row in rows] == [["1", "2"], ["2", "2"]]
-    for row in rows:  # pages/s and the ratio are numbers; no GPU: no utilization, no VRAM
-        float(row[2]), float(row[-1])
-        assert row[3:5] == ["-", "-"]
-    assert rows[0][5].isdigit()  # two batches of one page: warm-up over; one batch of two: "-", not over
+    assert [row[:3] for row in rows] == [["1", "static", "2"], ["2", "static", "2"]]
+    for row in rows:  # pages/s, tokens/s, slot efficiency and the ratio are numbers; no GPU: no utilization, VRAM
+        float(row[3]), float(row[4]), float(row[5]), float(row[-1])
+        assert row[6:8] == ["-", "-"]
+        assert float(row[5]) == 1.0  # fixed lengths: every row of a batch decodes to the end
+    assert rows[0][8].isdigit()  # two batches of one page: warm-up over; one batch of two: "-", not over
     assert "building a random tiny DeepSeek-OCR-2" in r.stderr
+
+
+def test_bench_on_the_length_mix_continuous_wastes_fewer_rows_than_static(one_thread):
+    r = CliRunner().invoke(app, ["bench", "--arch", "tiny", "--batch-sizes", "4", "--pages", "12",
+                                 "--max-new-tokens", "48", "--loop-pages", "1", "-j", "1", "--json", "-q"])
+    assert r.exit_code == 0, (r.stderr, r.exception)
+    result = json.loads(r.stdout)
+    assert result["lengths"] == "mix" and 1 <= result["median_tokens"] <= 47
+    rows = {row["schedule"]: row for row in result["rows"]}
+    assert set(rows) == {"static", "continuous"} and all(row["pages"] == 12 for row in rows.values())
+    # The same pages and lengths: the same useful tokens; static pads every batch to its longest page.
+    assert rows["static"]["slot_efficiency"] < rows["continuous"]["slot_efficiency"] <= 1.0
 
 
 def test_bench_json_and_a_budget_that_skips_the_rest(one_thread):
@@ -50,6 +63,7 @@ def test_bench_json_and_a_budget_that_skips_the_rest(one_thread):
     result = json.loads(r.stdout)
     assert result["arch"] == "tiny" and result["tokens"] == 2 and result["loop_pages_per_s"] > 0
     assert [row["skipped"] for row in result["rows"]] == ["over the 0 s budget"] * 2
+    assert [row["schedule"] for row in result["rows"]] == ["static"] * 2
     assert r.stderr == ""
 
 

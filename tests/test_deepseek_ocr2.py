@@ -335,3 +335,17 @@ def test_precision_and_attention_follow_what_the_gpu_really_supports(bf16_native
     assert engine._choose_dtype(torch, "cuda:0") == dtype
     attention = engine._choose_attention("cuda:0", dtype)
     assert (attention != "sdpa") is flash
+
+
+def test_quantized_weights_load_run_and_are_recorded(tiny, tmp_path):
+    pytest.importorskip("bitsandbytes")
+    pytest.importorskip("accelerate")
+    inputs = generated_pages(tmp_path / "in", SIZES[:2])
+    r = convert(*inputs, "-o", tmp_path / "nf4", "--model", tiny.model, "--max-new-tokens", 4, "--quantize", "nf4")
+    assert r.code in (0, 3), (r.stderr, r.exception)
+    assert r.summary["engine"]["quantize"] == "nf4"
+    assert r.summary["pages_ok"] + r.summary["pages_truncated"] == 2
+    assert all("quantize=nf4" in rec["engine"] for rec in manifest(tmp_path / "nf4"))  # a rerun without it redoes
+    r = convert(*inputs, "-o", tmp_path / "int8", "--model", tiny.model, "--quantize", "int8")
+    assert r.code == 5 and "--quantize int8 needs a CUDA GPU" in r.stderr  # one line, no traceback
+    assert "Traceback" not in r.stderr

@@ -126,6 +126,7 @@ class ContinuousDecoder:
         engine = self.engine
         pages = [r.page for r in group]
         prepared = [p.prepared for p in pages]
+        unstage(prepared)  # pages staged apart (the worker's first batch): one copy per group, one buffer set
         engine.stage(pages)
         try:
             inputs = batch_inputs(prepared, engine._prompt_pad_id, engine.device, self.model.dtype)

@@ -82,6 +82,8 @@ class DeepseekOcr2Engine(Engine):
             raise UsageError(f"--dtype {options.dtype!r}: choose auto, bfloat16, float16 or float32")
         if options.max_new_tokens < 1:
             raise UsageError("--max-new-tokens must be at least 1")
+        if options.quantize not in QUANTIZE:
+            raise UsageError(f"--quantize {options.quantize}: choose none, int8 or nf4")
         self.prompt = resolve_prompt(options.prompt)
         local = Path(options.model).expanduser()
         self._local = local.resolve() if local.is_dir() else None
@@ -109,7 +111,8 @@ class DeepseekOcr2Engine(Engine):
         model = str(self._local) if self._local else self.options.model
         prompt = self.options.prompt if self.options.prompt in PROMPTS else \
             "sha256:" + hashlib.sha256(self.prompt.encode()).hexdigest()[:12]
-        return f"{self.name} model={model} prompt={prompt} max_new_tokens={self.options.max_new_tokens}"
+        quantize = f" quantize={self.options.quantize}" if self.options.quantize != "none" else ""
+        return f"{self.name} model={model} prompt={prompt} max_new_tokens={self.options.max_new_tokens}{quantize}"
 
     def describe(self) -> dict[str, Any]:
         facts = {"engine": self.name, "model": self.options.model, "device": self.device, "dtype": self.dtype,
@@ -117,7 +120,8 @@ class DeepseekOcr2Engine(Engine):
         if self.tf32:
             facts["matmul"] = "tf32"
         facts.update(prompt=self.options.prompt if self.options.prompt in PROMPTS else "custom",
-                     max_new_tokens=self.options.max_new_tokens, pages_retried=self.retried)
+                     max_new_tokens=self.options.max_new_tokens, pages_retried=self.retried,
+                     quantize=self.options.quantize, schedule=self.options.schedule)
         return facts
 
     def bucket_key(self, page: PageImage) -> Hashable:
@@ -165,11 +169,12 @@ class DeepseekOcr2Engine(Engine):
             self.tf32 = True
         if self.options.threads and device == "cpu":
             torch.set_num_threads(self.options.threads)
+        quantized = quantization(transformers, torch, self.options.quantize, getattr(torch, dtype), device)
         with _quiet_transformers():
             self.processor = _load_step(path, "processor", lambda: transformers.AutoProcessor.from_pretrained(path))
             model, attn = _load_model(transformers, path, getattr(torch, dtype),
-                                      self._choose_attention(device, dtype))
-        self.model = model.to(device).eval()
+                                      self._choose_attention(device, dtype), quantized)
+        self.model = (model if quantized else model.to(device)).eval()  # quantized weights are placed by loading
         self.device, self.dtype = device, dtype
         self.attention = "flash_attention_2 (text), sdpa (vision)" if isinstance(attn, dict) else attn
         self._setup_tokens(path)
@@ -471,23 +476,57 @@ def _model_type(path: str) -> str | None:
     return config.get("model_type") if isinstance(config, dict) else None
 
 
-def _load_model(transformers: Any, path: str, dtype: Any, attn: str | dict[str, str]) -> tuple[Any, Any]:
+QUANTIZE = ("none", "int8", "nf4")
+
+
+def quantize_support() -> dict[str, str | None]:
+    """For each --quantize mode, None when this install can load it, else why not (for doctor)."""
+    missing = [m for m in ("bitsandbytes", "accelerate") if importlib.util.find_spec(m) is None]
+    why = f"needs {' and '.join(missing)}: pip install 'ocrbatch[quantize]'" if missing else None
+    return {"none": None, "int8": why, "nf4": why}
+
+
+def quantization(transformers: Any, torch: Any, mode: str, dtype: Any, device: str) -> dict[str, Any] | None:
+    """`from_pretrained`'s arguments for --quantize (bitsandbytes: int8 weights, or 4-bit NF4 weights computing in
+    `dtype`, for the language model), None for none; EngineLoadError when this install cannot."""
+    if mode == "none":
+        return None
+    why = quantize_support()[mode]
+    if why:
+        raise EngineLoadError(f"--quantize {mode} {why}")
+    if mode == "int8" and not device.startswith("cuda"):  # its CPU kernels fail on this model's activations
+        raise EngineLoadError("--quantize int8 needs a CUDA GPU (bitsandbytes' CPU int8 path fails on this model); "
+                              "nf4 runs on a CPU too")
+    # The language model only (nearly all the weights): the vision towers, their projector and the output head
+    # keep their precision (bitsandbytes' int8 kernels also refuse the towers' 4-D activations).
+    skip = ["vision_tower", "multi_modal_projector", "lm_head"]
+    if mode == "int8":
+        config = transformers.BitsAndBytesConfig(load_in_8bit=True, llm_int8_skip_modules=skip)
+    else:
+        config = transformers.BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
+                                                 bnb_4bit_compute_dtype=dtype, llm_int8_skip_modules=skip)
+    return {"quantization_config": config, "device_map": {"": device}}
+
+
+def _load_model(transformers: Any, path: str, dtype: Any, attn: str | dict[str, str],
+                quantized: dict[str, Any] | None = None) -> tuple[Any, Any]:
     """(model, attention used): flash-attn as asked when it works, else SDPA."""
     try:
-        return _load_weights(transformers, path, dtype, attn), attn
+        return _load_weights(transformers, path, dtype, attn, quantized), attn
     except EngineLoadError:
         raise
     except Exception as exc:  # noqa: BLE001 - flash-attn can fail in many ways; SDPA is the fallback
         if attn == "sdpa":
             raise EngineLoadError(f"cannot load the model from {path}: {_first_line(exc)}") from exc
         log.warning("flash-attn could not be used (%s); using SDPA", _first_line(exc))
-    return _load_step(path, "model", lambda: _load_weights(transformers, path, dtype, "sdpa")), "sdpa"
+    return _load_step(path, "model", lambda: _load_weights(transformers, path, dtype, "sdpa", quantized)), "sdpa"
 
 
-def _load_weights(transformers: Any, path: str, dtype: Any, attn: str | dict[str, str]) -> Any:
+def _load_weights(transformers: Any, path: str, dtype: Any, attn: str | dict[str, str],
+                  quantized: dict[str, Any] | None = None) -> Any:
     """The model from `path`; a checkpoint that lacks weights is refused rather than run half-random."""
     model, info = transformers.DeepseekOcr2ForConditionalGeneration.from_pretrained(
-        path, dtype=dtype, attn_implementation=attn, output_loading_info=True)
+        path, dtype=dtype, attn_implementation=attn, output_loading_info=True, **(quantized or {}))
     missing = sorted(info.get("missing_keys") or [])
     if missing:
         raise EngineLoadError(f"{path}: the checkpoint lacks {len(missing)} of the model's weights "

@@ -1,6 +1,6 @@
 """Dynamic batching policy: pure Python, no engine code, no threads, a clock passed in.
 
-`max_batch` may change between calls (the adaptive batch size lowers it after an out-of-memory error).
+`max_batch` may change between calls (the device's throughput controller moves it: gpu/throughput.py).
 Pages wait in buckets (the engine says which pages pad well together, e.g. same size and aspect).
 A bucket becomes a batch when it holds `max_batch` pages, or when its oldest page has waited
 `max_wait_s`. `flush()` empties every bucket when no more pages will come.

@@ -26,7 +26,7 @@ from ..gpu.nvml import ResourceSampler
 from ..manifest import Manifest
 from ..records import Batch, PageImage, PageResult, Status
 from ..gpu.device import MemoryProbe, resolve_devices
-from ..gpu.throughput import AUTO_CEILING, JOIN_PAGES, ThroughputController
+from ..gpu.throughput import AUTO_CEILING, JOIN_PAGES, JOIN_WAIT_S, ThroughputController
 from .batcher import Batcher
 from .decode import PdfCache, read_page
 from .discover import Discovery, discover
@@ -155,7 +155,10 @@ class _Run:
             self.stats.add_busy("decode", time.perf_counter() - t0 - (engine.waited_s() - waited))
 
     def batch_stage(self) -> None:
-        batcher: Batcher[PageImage] = Batcher(self.batch_limit(), self.config.max_wait_s,
+        wait = self.config.max_wait_s
+        if self.config.engine_options.schedule == "continuous":
+            wait = min(wait, JOIN_WAIT_S)  # a free row should not wait for a group to fill
+        batcher: Batcher[PageImage] = Batcher(self.batch_limit(), wait,
                                               key=self.engines[0].bucket_key)
 
         def send(ready: list) -> None:

@@ -65,6 +65,8 @@ class ContinuousDecoder:
         self.retries = not self.fixed_length and not engine.options.page_lengths
         self.end_ids = list(engine._end_ids)
         self.width = max(GUARD[1], RETRY_GUARD[1])  # history kept per row
+        # Most pages prefilled at once: what the device buffers were sized for (more join at the next step).
+        self.group = engine.options.batch_pages or 1 << 30
         self.figures = SlotFigures()
         self.waiting: collections.deque[_Row] = collections.deque()
         self._reset()
@@ -97,7 +99,7 @@ class ContinuousDecoder:
         """Admit waiting pages while fewer than `rows` run, then decode one token for every row. Returns the
         pages that ended: (page, _Generated, info)."""
         done: list[tuple[PageImage, Any, dict[str, Any]]] = []
-        free = max(0, rows - len(self.rows))
+        free = min(max(0, rows - len(self.rows)), self.group)
         if free and self.waiting:
             group = [self.waiting.popleft() for _ in range(min(free, len(self.waiting)))]
             done += self._admit(group)

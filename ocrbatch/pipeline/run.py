@@ -156,7 +156,7 @@ class _Run:
 
     def batch_stage(self) -> None:
         wait = self.config.max_wait_s
-        if self.config.engine_options.schedule == "continuous":
+        if continuous(self.config, type(self.engines[0])):
             wait = min(wait, JOIN_WAIT_S)  # a free row should not wait for a group to fill
         batcher: Batcher[PageImage] = Batcher(self.batch_limit(), wait,
                                               key=self.engines[0].bucket_key)
@@ -185,7 +185,7 @@ class _Run:
     def batch_limit(self) -> int:
         """Pages per batch: the largest device cap; for continuous decoding, pages joining at once."""
         cap = max(c.cap for c in self.controllers)
-        return min(cap, JOIN_PAGES) if self.config.engine_options.schedule == "continuous" else cap
+        return min(cap, JOIN_PAGES) if continuous(self.config, type(self.engines[0])) else cap
 
     def remote_stage(self) -> None:
         """--ray: group page refs into tasks of up to --max-batch pages (a task closes when full or when
@@ -363,19 +363,24 @@ def run(config: RunConfig, *, stdin: IO[str] | None = None,
             if config.ray == "local":
                 cluster.shutdown()
     devices = resolve_devices(config.devices, getattr(engine_class, "uses_gpu", False))
-    options = _buffer_options(config, len(devices))
+    options = _buffer_options(config, len(devices), continuous(config, engine_class))
     if options.pin_memory is None:  # pinned buffers only feed GPUs; a CPU run leaves CUDA alone
         options = dataclasses.replace(options, pin_memory=any(d.startswith("cuda") for d in devices))
     engines = [engine_class(options) for _ in devices]
     return _Run(config, engines, devices, stdin).execute(watch)
 
 
-def _buffer_options(config: RunConfig, devices: int) -> Any:
+def continuous(config: RunConfig, engine_class: type) -> bool:
+    """Pages stream into a running decode loop (the engine has one and the run asked for it)."""
+    return config.engine_options.schedule == "continuous" and engine_class.decoder is not Engine.decoder
+
+
+def _buffer_options(config: RunConfig, devices: int, streams: bool) -> Any:
     """How many pages' inputs may wait in buffers (the pool's back-pressure: how far decoding runs ahead of
     the devices) and how many one batch holds (device buffers are sized for it)."""
     options = config.engine_options
     cap = AUTO_CEILING if config.max_batch_auto else config.max_batch
-    if options.schedule == "continuous":
+    if streams:
         # Per device its rows (a page holds its inputs until it ends: a retry prefills it again) and a group
         # waiting to join; two groups forming in the batcher's buckets; a page in each decode thread.
         group = min(cap, JOIN_PAGES)

@@ -158,7 +158,10 @@ def _expand(path: Path, display: str, listed: bool, seen: set[Path], skip: set[P
         log.error("%s: no such file or directory", display)
         return
     except OSError as exc:
-        yield PageResult.failed_file(Path(os.path.abspath(path)), display, _stat_error(exc))
+        where = Path(os.path.abspath(path))
+        if where not in seen:
+            seen.add(where)
+            yield PageResult.failed_file(where, display, _stat_error(exc))
         return
     if stat.S_ISDIR(st.st_mode):
         base = _rel_to_cwd(path) if listed else PurePosixPath()
@@ -217,7 +220,10 @@ def _walk(top: Path, base: PurePosixPath, seen: set[Path],
                 if full.suffix.lower() in DOC_SUFFIXES and (
                         isinstance(exc, RuntimeError) or exc.errno in (errno.ELOOP, errno.EACCES, errno.EIO)):
                     why = _stat_error(exc) if isinstance(exc, OSError) else "symlink loop"
-                    yield PageResult.failed_file(full, printable(str(full)), why)
+                    where = Path(os.path.abspath(full))
+                    if where not in seen:
+                        seen.add(where)
+                        yield PageResult.failed_file(where, printable(str(full)), why)
                 continue  # a dangling link, a file gone meanwhile: not there
             seen.add(resolved)
             rel = base / PurePosixPath(full.relative_to(top).as_posix())

@@ -283,6 +283,8 @@ class _Run:
     def check_stop(self) -> None:
         reason = signals.requested()
         if reason is not None and self.stopping is None:
+            log.warning("%s: taking no more pages; finishing the pages in progress (up to %.0f s; send it again "
+                        "to stop at once)", reason.signal_name, signals.GRACE_S)
             self.stop(reason, signals.GRACE_S)
         if self.stopping is not None and not self.aborted and time.monotonic() > self.stop_deadline:
             self.abort()

@@ -21,9 +21,11 @@ from typing import IO, Any, Callable
 from ..config import RunConfig
 from ..engines import registry
 from ..engines.base import Engine
-from ..errors import EngineLoadError, ExitCode, NoInputsError, OcrbatchError, OutputWriteError, UsageError, error_line
+from ..errors import (EngineLoadError, ExitCode, NoInputsError, OcrbatchError, OutputWriteError, UsageError,
+                      error_line)
 from ..gpu.nvml import ResourceSampler
 from ..manifest import Manifest
+from ..memory import return_large_buffers_to_os
 from ..records import Batch, PageImage, PageResult, Status
 from ..gpu.adaptive import BatchSizeController
 from ..gpu.device import load_reader, resolve_devices
@@ -376,6 +378,7 @@ def run(config: RunConfig, *, stdin: IO[str] | None = None,
     Snapshot; a reader (panel, log lines, metrics) calls it from its own thread whenever it likes.
     """
     _check_output(config.output)
+    return_large_buffers_to_os()  # peak memory flat in the page count (memory.py)
     with OutputLock(config.output):  # one run per output folder
         return _start(config, stdin, watch)
 

@@ -13,7 +13,7 @@ import ctypes
 import os
 
 _M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter number
-LARGE_BUFFER = 2 * 1024 * 1024
+LARGE_BUFFER = 1024 * 1024
 
 
 def return_large_buffers_to_os(threshold: int = LARGE_BUFFER) -> bool:

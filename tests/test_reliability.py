@@ -189,12 +189,15 @@ def test_a_second_run_into_the_same_folder_is_refused(good, tmp_path):
     fcntl.flock(fd, fcntl.LOCK_EX)  # as a run in progress holds it
     os.write(fd, b"4242\n")
     try:
-        r = run_cli("convert", str(good), "-o", str(out), "--engine", "fake")
+        metrics = tmp_path / "m.prom"
+        metrics.write_text("ocrbatch_running 1\n")  # the running run's metrics
+        r = run_cli("convert", str(good), "-o", str(out), "--engine", "fake", "--metrics-file", str(metrics))
     finally:
         os.close(fd)
     assert r.returncode == 6
     assert len(r.stderr.strip().splitlines()) == 1 and "pid 4242" in r.stderr
     assert not (out / "manifest.jsonl").exists()
+    assert metrics.read_text() == "ocrbatch_running 1\n"  # left to the run that holds the folder
 
 
 def test_a_lock_left_by_a_killed_run_is_taken_over_and_its_temporary_files_removed(good, tmp_path):
@@ -277,12 +280,13 @@ def test_a_cut_last_line_from_an_older_crash_is_ignored_with_a_warning(good, tmp
 
 # -- signals -----------------------------------------------------------------------------------------------
 
-def _start_marking(good: Path, tmp_path: Path, *extra: str) -> tuple[subprocess.Popen, Path, Path]:
+def _start_marking(good: Path, tmp_path: Path, *extra: str,
+                   env: dict | None = None) -> tuple[subprocess.Popen, Path, Path]:
     for i in range(12):
         draw_page(f"page {i}", size=(300, 200)).save(good / f"p{i:02d}.png")
     marks, out = tmp_path / "marks", tmp_path / "out"
     marks.mkdir()
-    env = {**os.environ, "OCRBATCH_TEST_MARKS": str(marks), "OCRBATCH_TEST_BATCH_S": "1.5",
+    env = {"OCRBATCH_TEST_BATCH_S": "1.5", **(env or os.environ), "OCRBATCH_TEST_MARKS": str(marks),
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.Popen([sys.executable, str(RUNNER), "convert", str(good), "-o", str(out), "-e", "marking",
                              "--max-batch", "4", "--max-wait-ms", "50", *extra],
@@ -334,3 +338,13 @@ def test_a_second_signal_exits_at_once_without_partial_files(good, tmp_path):
     assert [p.name for p in out.rglob(".*") if p.name != ".ocrbatch.lock"] == []
     for rec in assert_whole_json_lines(out / "manifest.jsonl"):
         assert (out / rec["output"]).read_text().startswith("# ")
+
+
+def test_the_first_ctrl_c_stops_a_run_whose_engine_never_returns(good, tmp_path):
+    env = {**os.environ, "OCRBATCH_TEST_BATCH_S": "100000"}  # a batch that would take a day
+    proc, marks, out = _start_marking(good, tmp_path, env=env)
+    _wait_for(marks / "batch-1", proc)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)  # waits out the grace period, then leaves the stuck batch
+    assert proc.returncode == 130, err
+    assert "summary" in err and "stopped by SIGINT" in err

@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 
 from .. import atomic
-from ..errors import OutputLockedError
+from ..errors import OutputLockedError, OutputWriteError
 
 log = logging.getLogger("ocrbatch")
 
@@ -38,7 +38,10 @@ class OutputLock:
     def _try_acquire(self) -> bool:
         import fcntl
 
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, atomic.file_mode())
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, atomic.file_mode())
+        except OSError as exc:  # a full disk (no inode left) or a read-only folder: nothing can be written
+            raise OutputWriteError(f"cannot create {self.path}: {exc.strerror or exc}") from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:

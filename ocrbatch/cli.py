@@ -141,7 +141,6 @@ def _exit_with(command: Callable[[], int], verbose: int) -> NoReturn:
 def _run_convert(config, *, as_json: bool, quiet: bool, progress: bool, log_every: float,
                  metrics_file: Path | None) -> ExitCode:
     from .pipeline.run import run
-
     from .pipeline.signals import catch_stop_signals
 
     reporter = _reporter(quiet, progress, log_every, metrics_file, config.engine, config.output)

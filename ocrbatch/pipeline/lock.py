@@ -36,7 +36,11 @@ class OutputLock:
         raise OutputLockedError(f"cannot lock {self.path}: other runs keep replacing it")
 
     def _try_acquire(self) -> bool:
-        import fcntl
+        try:
+            import fcntl
+        except ImportError:  # not a POSIX system: no flock
+            log.warning("cannot lock %s on this system; make sure no other run writes into this folder", self.path)
+            return True
 
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, atomic.file_mode())

@@ -161,7 +161,8 @@ def test_worker_figures_show_in_the_panel_and_the_summary():
     from ocrbatch.pipeline.stats import WorkerFigures, summary_dict
 
     worker = WorkerFigures(device="cuda:0", batches=154, pages=1170, busy_s=560.0, wall_s=571.0, compute_s=540.2,
-                           copy_s=1.23, cap=8, allocations=24, allocations_after_warmup=0)
+                           copy_s=1.23, cap=8, allocations=24, allocations_after_warmup=0, slot_efficiency=0.91234,
+                           tokens=120000)
     snap = fake_snapshot(infer_workers=(worker,))
     text = render(render_panel(snap), width=140)
     assert ("cuda:0  154 batches · 7.6 mean · busy 98% · compute 9m00s · copy 1.2 s · cap 8 · "
@@ -170,7 +171,7 @@ def test_worker_figures_show_in_the_panel_and_the_summary():
     assert figures["infer_workers"] == [{
         "device": "cuda:0", "batches": 154, "pages": 1170, "mean_batch": 7.6, "busy_pct": 98.1, "wall_s": 571.0,
         "compute_s": 540.2, "copy_s": 1.23, "batch_cap": 8, "buffer_allocations": 24,
-        "buffer_allocations_after_warmup": 0}]
+        "buffer_allocations_after_warmup": 0, "slot_efficiency": 0.9123, "tokens": 120000}]
     summary = SimpleNamespace(counts={"ok": 1170, "skipped": 0, "failed": 0}, pages_total=1170, sources=1,
                               missing_inputs=[], output="/tmp/out", engine={"engine": "deepseek-ocr2"},
                               figures=figures)

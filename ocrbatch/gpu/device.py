@@ -103,12 +103,15 @@ class MemoryProbe:
         self.cuda = device.startswith("cuda")
         self._base = 0
 
-    def begin(self) -> None:
+    def begin(self, keep_base: bool = False) -> None:
+        """Start measuring; `keep_base`: against the same baseline as before (continuous decoding measures
+        windows of steps against the memory taken before any page ran)."""
         if self.cuda:
             import torch
 
             torch.cuda.reset_peak_memory_stats(self.device)
-            self._base = torch.cuda.memory_allocated(self.device)
+            if not keep_base:
+                self._base = torch.cuda.memory_allocated(self.device)
 
     def end(self) -> tuple[float | None, float | None]:
         """(bytes the batch took at its peak, free bytes now)."""

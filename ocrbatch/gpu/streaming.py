@@ -90,8 +90,8 @@ class StreamRunner:
             if window[0] >= REPORT_STEPS and worker.controller is not None:
                 used, free = (None, None)
                 if worker.memory is not None:
-                    used, free = worker.memory.end()
-                    worker.memory.begin()
+                    used, free = worker.memory.end()  # every running row's cache: against the start
+                    worker.memory.begin(keep_base=True)
                 worker.controller.on_batch_done(round(window[3] / window[0]), window[1],
                                                 decoder.figures.useful - tokens0, used, free)
                 window = (0, 0.0, decoder.figures.useful, 0)

@@ -151,3 +151,47 @@ def test_static_and_continuous_engines_write_the_same_pages(never_ends, tmp_path
     assert results["static"] == results["continuous"]
     assert results["continuous"]["p4.png"][1] == "truncated"
     assert sorted(v[2] for k, v in results["continuous"].items() if k != "p4.png") == [1, 2, 4, 6, 9]
+
+
+def test_an_out_of_memory_error_mid_decoding_sends_the_pages_through_whole_batches(never_ends, tmp_path):
+    """A step runs out of memory: every page the decoder held still gets its one result (the same as static
+    decoding gives), the cap is halved, and decoding goes on with the pages after them."""
+    from ocrbatch.gpu.throughput import ThroughputController
+    from ocrbatch.pipeline.infer import InferWorker
+    from ocrbatch.records import Batch
+
+    ends = {"p0.png": 2, "p1.png": 9, "p2.png": 4, "p3.png": 1, "p4.png": 3, "p5.png": 6}
+    outputs = {}
+    for schedule in ("static", "continuous"):
+        engine = engine_for(never_ends, ends, max_new=10, schedule=schedule)
+        make = engine.decoder
+
+        def failing_decoder(make=make):
+            decoder = make()
+            if decoder is None:  # static
+                return None
+            real, calls = decoder._decode, []
+
+            def decode():
+                calls.append(1)
+                if len(calls) == 3:
+                    raise RuntimeError("CUDA out of memory (simulated)")
+                return real()
+
+            decoder._decode = decode
+            return decoder
+
+        engine.decoder = failing_decoder
+        pages = [engine.prepare(p) for p in pages_of(tmp_path / schedule)]
+        queue = [Batch(tuple(pages[i:i + 2])) for i in range(0, 6, 2)]
+        out = []
+        worker = InferWorker(engine, out.append, ThroughputController(4))
+        try:
+            worker.run(lambda block: queue.pop(0) if queue else None, busy=lambda s: None)
+        finally:
+            engine.close()
+        outputs[schedule] = sorted((r.ref.source.path.name, r.status.value, r.markdown) for r in out)
+        assert len(out) == 6 and engine._prep.pool.in_use() == 0
+        if schedule == "continuous":
+            assert worker.controller.cap == 2 and worker.controller.ooms == 1
+    assert outputs["static"] == outputs["continuous"]

@@ -14,7 +14,8 @@ Public API (everything a server needs; names are stable):
   `max_wait_ms`, `workers`, `dtype`, `prompt`, `max_new_tokens`, `threads`, `dpi`, `text_layer`, `ray`,
   `ray_workers`, and `starve_ms` (the longest a bulk page waits while interactive pages keep coming).
   Bad options raise UsageError at once (an engine's own checks, such as deepseek-ocr2 without a model,
-  on first use). `Converter.from_env(**overrides)` reads OCRBATCH_* variables first (config.ENV). A context manager; `close()` waits for pages in flight, then unloads.
+  on first use). `Converter.from_env(**overrides)` reads OCRBATCH_* variables first (config.ENV).
+  A context manager; `close()` waits for pages in flight, then unloads; a closed converter refuses work.
 - The engine loads lazily, once per device, on its first batch, and stays loaded until `close()`:
   two `convert` calls load it once. `load()` loads it now (raises EngineLoadError); `loaded` says whether
   every device is ready (a server's readiness).
@@ -25,9 +26,10 @@ Public API (everything a server needs; names are stable):
   or image, or a PIL image; `pages` a selection such as "1-3,7" (multi-page documents); `name` labels it in
   messages. A single image gives one `concurrent.futures.Future[PageResult]`; a PDF or multi-frame TIFF a
   list of them, one per selected page. Safe from any number of threads; pages of every caller share
-  batches. A page that cannot be read, decoded or converted resolves to a PageResult with status `failed`
-  and `message` the CLI's one-line error (file, page, why); a future raises only when the engine cannot
-  run at all (EngineLoadError) or the converter was closed.
+  batches (an asyncio server awaits them with `asyncio.wrap_future`). A page that cannot be read, decoded
+  or converted resolves to a PageResult with status `failed` and `message` the CLI's one-line error (file,
+  page, why); a future raises only when the engine cannot run at all (EngineLoadError) or the converter
+  was closed.
 - `cancel(futures)` (or `Future.cancel()` on each): a page whose batch has not started is dropped and its
   buffers freed; returns how many were cancelled. For a client that went away.
 - `stream(inputs, *, priority="bulk", pages=None)`: the PageResults of everything `inputs` names (files,

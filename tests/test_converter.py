@@ -54,7 +54,9 @@ def test_two_converts_load_the_engine_once_and_write_what_the_cli_writes(tmp_pat
         first = conv.convert(ROOT / "sample_docs", tmp_path / "a")
         second = conv.convert([str(ROOT / "sample_docs")], tmp_path / "b", pages="1")
         assert conv.loaded
-    assert LoadCounter.loads == 1
+    assert LoadCounter.loads == 1 and not conv.loaded  # closed: unloaded
+    with pytest.raises(RuntimeError, match="closed"):
+        conv.submit(draw_page("late"))
     assert first.exit_code == 0 and first.counts["ok"] == 7 and second.counts["ok"] == 5
     cli = tmp_path / "cli"
     assert run_cli("convert", str(ROOT / "sample_docs"), "-o", str(cli), "--engine", "fake", "-q").returncode == 0

@@ -175,14 +175,3 @@ class LoadCounter(RecordingEngine):
         type(self).loads += 1
         super().load(device)
 
-
-class TimedEngine(FakeEngine):
-    """Takes a fixed time per batch plus a time per page, like a GPU model (for the priority figures)."""
-
-    name = "timed"
-    batch_s = 0.08
-    page_s = 0.005
-
-    def infer(self, pages):
-        time.sleep(self.batch_s + self.page_s * len(pages))
-        return [PageOutput(markdown=f"{p.ref.label}\n") for p in pages]

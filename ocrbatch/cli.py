@@ -91,6 +91,9 @@ def convert(
     max_wait_ms: int = _opt("max_wait_ms", 200, "--max-wait-ms", help="Longest a page waits for its batch to fill."),
     workers: Optional[int] = _opt("workers", None, "--workers", "-j", help="Decode threads (default: up to 4)."),
     pages: Optional[str] = _opt("pages", None, "--pages", help="Pages to convert, e.g. 1-3,7,10- ."),
+    max_pixels: int = _opt("max_pixels", 200_000_000, "--max-pixels",
+                           help="Largest image frame to read, in pixels (default 200 MP); a larger one "
+                                "fails as a page instead of taking gigabytes."),
     force: bool = _opt("force", False, "--force", help="Redo pages an earlier run already finished."),
     null: bool = _opt("null", False, "-0", "--null", help="Paths on stdin are NUL-separated (find -print0)."),
     as_json: bool = _opt("json", False, "--json", help="Print a JSON summary on stdout."),
@@ -113,7 +116,7 @@ def convert(
         converter = Converter(engine=engine, model=model, devices=devices, max_batch=max_batch, dtype=dtype,
                               prompt=prompt, max_new_tokens=max_new_tokens, threads=threads, dpi=dpi,
                               text_layer=text_layer, ray=ray, ray_workers=ray_workers, max_wait_ms=max_wait_ms,
-                              workers=workers)
+                              workers=workers, max_pixels=max_pixels)
         return _run_convert(converter, inputs, output, pages=pages, force=force, null=null, as_json=as_json,
                             quiet=quiet, progress=not no_progress, log_every=log_every, metrics_file=metrics_file)
 
@@ -139,8 +142,10 @@ def _exit_with(command: Callable[[], int], verbose: int) -> NoReturn:
 
 def _run_convert(converter, inputs: list[str], output: Path, *, pages: str | None, force: bool, null: bool,
                  as_json: bool, quiet: bool, progress: bool, log_every: float, metrics_file: Path | None) -> ExitCode:
+    from .pipeline.signals import catch_stop_signals
+
     reporter = _reporter(quiet, progress, log_every, metrics_file, converter.engine, output)
-    with converter, reporter:
+    with converter, reporter, catch_stop_signals():  # SIGINT/SIGTERM: stop taking pages, end with a summary
         summary = converter.convert(inputs, output, pages=pages, force=force, null_separated=null,
                                     stdin=sys.stdin if "-" in inputs else None, watch=reporter.watch)
         reporter.finish(summary)
@@ -150,6 +155,8 @@ def _run_convert(converter, inputs: list[str], output: Path, *, pages: str | Non
         from .ui import print_summary
 
         print_summary(summary)
+    if summary.stopped_by is not None:  # a signal or a write error ended the run before its end
+        log.error("%s", summary.stopped_by)
     if as_json:
         sys.stdout.write(json.dumps(summary.as_dict(), indent=2) + "\n")
     return summary.exit_code

@@ -96,6 +96,7 @@ class RunConfig:
     text_layer: str = "auto"  # PDF text layer: auto (use it when usable), off (always OCR), only (never OCR)
     ray: str | None = None  # convert on a Ray cluster: auto, local, or the head's address (pipeline/remote.py)
     ray_workers: int | None = None  # actors on it; None: one per GPU, or per `threads` CPUs
+    max_pixels: int = 200_000_000  # an image frame larger than this fails as a page (images.DEFAULT_MAX_PIXELS)
 
     def __post_init__(self) -> None:
         if not self.inputs:
@@ -114,6 +115,8 @@ class RunConfig:
             raise UsageError("--ray-workers must be at least 1")
         if self.ray_workers is not None and not self.ray:
             raise UsageError("--ray-workers needs --ray")
+        if self.max_pixels < 1_000_000:
+            raise UsageError("--max-pixels must be at least 1000000 (1 MP)")
         if self.text_layer not in ("auto", "off", "only"):
             raise UsageError(f"--text-layer {self.text_layer}: choose auto, off or only")
 
@@ -141,13 +144,14 @@ class RunConfig:
 # Every `convert` option can come from the environment (flags win): option name → variable.
 ENV = {name: "OCRBATCH_" + name.upper() for name in (
     "output", "engine", "model", "dtype", "prompt", "max_new_tokens", "threads", "devices", "dpi", "text_layer",
-    "ray", "ray_workers", "max_batch", "max_wait_ms", "workers", "pages", "force", "null", "json", "quiet",
-    "no_progress", "log_every", "metrics_file", "verbose")}
-_INTS = {"max_new_tokens", "threads", "dpi", "ray_workers", "max_batch", "max_wait_ms", "workers", "verbose"}
+    "ray", "ray_workers", "max_batch", "max_wait_ms", "workers", "pages", "max_pixels", "force", "null", "json",
+    "quiet", "no_progress", "log_every", "metrics_file", "verbose")}
+_INTS = {"max_new_tokens", "threads", "dpi", "ray_workers", "max_batch", "max_wait_ms", "workers", "verbose",
+         "max_pixels"}
 _FLAGS = {"force", "null", "json", "quiet", "no_progress"}
 # The options a Converter takes (the others belong to one run, or to the command line).
 CONVERTER_OPTIONS = ("engine", "model", "dtype", "prompt", "max_new_tokens", "threads", "devices", "dpi",
-                     "text_layer", "ray", "ray_workers", "max_batch", "max_wait_ms", "workers")
+                     "text_layer", "ray", "ray_workers", "max_batch", "max_wait_ms", "workers", "max_pixels")
 
 
 def env_options(environ: "os._Environ[str] | dict[str, str]") -> dict[str, object]:

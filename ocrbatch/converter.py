@@ -12,7 +12,7 @@ Public API (everything a server needs; names are stable):
 
 - `Converter(engine="rapidocr", model=None, devices="auto", max_batch=8, **options)`; options are the CLI's:
   `max_wait_ms`, `workers`, `dtype`, `prompt`, `max_new_tokens`, `threads`, `dpi`, `text_layer`, `ray`,
-  `ray_workers`, and `starve_ms` (the longest a bulk page waits while interactive pages keep coming).
+  `ray_workers`, `max_pixels`, and `starve_ms` (the longest a bulk page waits while interactive pages keep coming).
   Bad options raise UsageError at once (an engine's own checks, such as deepseek-ocr2 without a model,
   on first use). `Converter.from_env(**overrides)` reads OCRBATCH_* variables first (config.ENV).
   A context manager; `close()` waits for pages in flight, then unloads; a closed converter refuses work.
@@ -57,9 +57,9 @@ from .errors import UsageError
 from .records import Kind, PageImage, PageRef, PageResult, Source, Status
 from .pipeline import decode, discover
 from .pipeline.lanes import FutureReply
-from .pipeline.run import Watch, run
+from .pipeline.run import run
 from .pipeline.service import Service
-from .pipeline.stats import Summary
+from .pipeline.stats import Summary, Watch
 
 PRIORITIES = ("interactive", "bulk")
 
@@ -164,7 +164,7 @@ class Converter:
         if hasattr(page, "convert") and hasattr(page, "size"):  # a PIL image
             label = name or "<image>"
             source = Source(Path(label), label, Kind.PNG, PurePosixPath(label), 0, 0, 1, False)
-            image = PageImage(PageRef(source, 1), decode.to_rgb(page))  # a copy: the caller may change theirs
+            image = PageImage(PageRef(source, 1), decode.rgb_copy(page))  # a copy: the caller may change theirs
             return self._enqueue(PageRef(source, 1), priority, image)
         raise UsageError(f"cannot convert a {type(page).__name__}: give a path, bytes or a PIL image")
 
@@ -257,7 +257,7 @@ class Converter:
                 return
             try:
                 page = decode.prepare(svc.front, image) if image is not None else \
-                    decode.read(ref, t.dpi, pdfs, t.text_layer, svc.front)
+                    decode.read(ref, t.dpi, pdfs, t.text_layer, svc.front, t.max_pixels)
                 if isinstance(page, PageResult):
                     reply.deliver(page)
                     return

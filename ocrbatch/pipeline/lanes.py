@@ -159,7 +159,10 @@ class RunReply:
         return not self.stopped
 
     def start(self) -> bool:
-        return not self.stopped
+        if self.stopped:  # dropped: it will not come back
+            self._landed(1)
+            return False
+        return True
 
     def deliver(self, result: PageResult) -> None:
         try:

@@ -10,19 +10,23 @@ bulk lane and come back through its RunReply (lanes.py). With `--ray`, remote.py
 
 from __future__ import annotations
 
+import logging
+import time
 from typing import IO, Any, Callable
 
 from ..config import RunConfig
-from ..errors import NoInputsError
+from ..errors import NoInputsError, OcrbatchError, OutputWriteError
 from ..manifest import Manifest
+from ..memory import return_large_buffers_to_os
 from ..records import PageRef, PageResult, Status
-from . import decode, discover, remote, write
+from . import decode, discover, remote, signals, write
 from .lanes import RunReply
+from .lock import OutputLock
 from .queue import ClosableQueue, stage_thread
-from .service import Service
-from .stats import Snapshot, Stats, Summary, summary_dict
+from .service import Service, lent
+from .stats import Snapshot, Stats, Summary, Watch, summary_dict
 
-Watch = Callable[[Callable[[], Snapshot]], None]
+log = logging.getLogger("ocrbatch")
 
 
 class _Run:
@@ -38,7 +42,9 @@ class _Run:
         self.results: ClosableQueue[PageResult] = ClosableQueue(256, 1 + n_dec + 1, "write")
         self.reply = RunReply(self.results, self.lanes, n_dec, fail=self.stop) if self.lanes is not None else None
         self.pdfs = decode.PdfCache(size=n_dec + 1)  # open PDFs, shared by the decode threads
-        self.crash: BaseException | None = None
+        self.crash: BaseException | None = None  # a bug, raised on the main thread
+        self.stopping: OcrbatchError | None = None  # why the run takes no more pages (a signal, a write error)
+        self.deadline, self.aborted = 0.0, False  # then until when the pages in progress are waited for
         self.dispatcher: Any = None  # remote.Dispatcher, with --ray
         self.failures: list[str] = []  # the first 100 failures' lines, for the summary
 
@@ -52,7 +58,7 @@ class _Run:
         c = self.config
         try:
             decode.run(self.refs, self.reply.send, self.results, busy=lambda s: self.stats.add_busy("decode", s),
-                       read_one=lambda ref: decode.read(ref, c.dpi, self.pdfs, c.text_layer, self.front))
+                       read_one=lambda r: decode.read(r, c.dpi, self.pdfs, c.text_layer, self.front, c.max_pixels))
         finally:
             self.reply.sender_done()
 
@@ -61,9 +67,9 @@ class _Run:
                    connected=lambda d: setattr(self, "dispatcher", d))
 
     def write(self) -> None:  # on the caller's thread
-        write.run(self.results, self.writer, lambda s: self.stats.add_busy("write", s), self.failures)
+        write.run(self.results, self.writer, lambda s: self.stats.add_busy("write", s), self.failures,
+                  tick=self.check_signals)
 
-    # -- driving ----------------------------------------------------------------------------------
     def execute(self, watch: Watch | None) -> Summary:
         stages = [("discover", self.discover)] + ([("remote", self.remote)] if self.config.ray else
                                                   [(f"decode-{i}", self.decode) for i in range(self.config.workers)])
@@ -76,12 +82,14 @@ class _Run:
             t.start()
         try:
             self.write()
+        except OutputWriteError as exc:  # disk full...: stop at once, with a summary
+            self.stop(why=exc)
         except BaseException:
             self.stop()
             raise
         finally:
             for t in threads:
-                t.join(timeout=5 if self.crash or not self.results.closed else None)
+                t.join(timeout=5 if self.crash or self.aborted or not self.results.closed else None)
             if self.devices is not None:
                 self.devices.watchers.remove(self.stats)
             self.manifest.close()
@@ -90,12 +98,24 @@ class _Run:
             raise self.crash
         return self._summary()
 
-    def stop(self, crash: BaseException | None = None) -> None:
-        """Stop early (`crash`: raised by the main thread): the queues wake every thread; this run's pages
-        waiting in the lanes are dropped."""
+    def check_signals(self) -> None:  # on the writing thread, every half second at least
+        if (why := signals.requested()) is not None and self.stopping is None:
+            log.warning("%s: taking no more pages; finishing the pages in progress (up to %.0f s; send it again "
+                        "to stop at once)", why.signal_name, signals.GRACE_S)
+            self.stop(why=why, grace_s=signals.GRACE_S)
+        elif self.stopping is not None and not self.aborted and time.monotonic() > self.deadline:
+            self.stop()
+
+    def stop(self, crash: BaseException | None = None, why: OcrbatchError | None = None, grace_s: float = 0) -> None:
+        """Take no more pages (those not in a batch yet are dropped); the batches in progress are written for
+        `grace_s`. `why` (a signal, a full disk) ends the run with its summary; a `crash` is raised instead."""
         self.crash = self.crash or crash
-        for q in (self.refs, self.results):
-            q.abort()
+        if why is not None and self.stopping is None:
+            self.stopping, self.deadline = why, time.monotonic() + grace_s
+        self.refs.abort()
+        if grace_s <= 0:
+            self.aborted = self.service.cut_short = True  # closing it will not wait for the pages in flight
+            self.results.abort()
         if self.reply is not None:
             self.reply.stopped = True
             self.lanes.wake()
@@ -106,34 +126,25 @@ class _Run:
             pages_total=self.found.pages + self.writer.file_failures, discovering=not self.refs.closed,
             done={s.value: n for s, n in self.writer.counts.items()}, last_error=self.writer.last_error,
             queue_depth={**{k: len(v) for k, v in q.items()}, "batch": len(lanes or ()), "infer": 0},
-            queue_max={**{k: v.maxsize for k, v in q.items()}, "batch": lanes.limit if lanes is not None else 1,
-                       "infer": len(self.service.device_names)},
+            queue_max={**{k: v.maxsize for k, v in q.items()}, "batch": getattr(lanes, "limit", 1), "infer": 1},
             resources=self.service.sampler.latest(), infer_workers=self.devices.figures() if self.devices else ())
 
     def _summary(self) -> Summary:
         snap = self.snapshot()
-        if not self.found.sources and not self.writer.counts[Status.FAILED]:
+        if not self.found.sources and not self.writer.counts[Status.FAILED] and self.stopping is None:
             raise NoInputsError(f"no PDF or image files found in {', '.join(self.config.inputs)}")
         ray = {"ray_workers": self.dispatcher.workers} if self.dispatcher is not None else {}
         return Summary(counts=snap.done, pages_total=snap.pages_total, sources=self.found.sources,
                        missing_inputs=list(self.found.missing_inputs), renamed=list(self.found.renamed),
                        engine={**self.front.describe(), **ray}, figures=summary_dict(snap),
-                       output=str(self.out), failures=self.failures)
+                       output=str(self.out), failures=self.failures, stopped_by=self.stopping)
 
 
 def run(config: RunConfig, *, stdin: IO[str] | None = None, watch: Watch | None = None,
         service: Callable[[], Service] | None = None) -> Summary:
-    """Convert everything `config` names; returns the summary. Raises OcrbatchError subclasses. `watch`, if
-    given, is called once before the first page moves, with a function that returns a fresh Snapshot (a
-    reader calls it from its own thread). `service` gives the engine side (a Converter's); else one is made."""
+    """Convert everything `config` names; returns the summary; raises OcrbatchError subclasses. `watch` gets a
+    function that returns a fresh Snapshot; `service` gives the engine side (a Converter's), else one is made."""
     write.check_output(config.output)
-    engine_side = Service(config.service) if service is None else service()
-    try:
-        summary = _Run(config, engine_side, stdin).execute(watch)
-    except BaseException:
-        if service is None:
-            engine_side.close(wait=False)  # pages in flight are dropped, not waited for
-        raise
-    if service is None:
-        engine_side.close()
-    return summary
+    return_large_buffers_to_os()  # peak memory flat in the page count (memory.py)
+    with OutputLock(config.output), lent(config.service, service) as engine_side:  # one run per output folder
+        return _Run(config, engine_side, stdin).execute(watch)

@@ -7,7 +7,9 @@ cluster's actors instead, and only the front (naming the output) is kept here.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+from typing import Callable, Iterator
 
 from ..config import EngineOptions, ServiceConfig
 from ..engines import registry
@@ -30,6 +32,7 @@ class Service:
         self.controller = BatchSizeController(config.max_batch)
         self.devices: Devices | None = None
         self.lanes: Lanes | None = None
+        self.cut_short = False  # a run stopped at once: pages in flight may never finish (a stuck engine)
         if config.ray:  # the cluster's actors hold the engines; this one only names the engine's output
             from . import remote
 
@@ -49,10 +52,10 @@ class Service:
         self.sampler.start()
 
     def close(self, wait: bool = True) -> None:
-        """Finish what waits (with `wait`) and unload the engine."""
+        """Finish what waits (with `wait`, unless a run was cut short) and unload the engine."""
         try:
             if self.devices is not None:
-                if wait:
+                if wait and not self.cut_short:
                     self.devices.close()
                 else:  # stopping early: wake decode threads held back by the engine's buffers, wait for nothing
                     self.front.abort()
@@ -75,3 +78,19 @@ def _sized(config: ServiceConfig, devices: tuple[str, ...]) -> EngineOptions:
     if options.pin_memory is None:  # pinned buffers only feed GPUs; a CPU run leaves CUDA alone
         options = dataclasses.replace(options, pin_memory=any(d.startswith("cuda") for d in devices))
     return options
+
+
+@contextlib.contextmanager
+def lent(config: ServiceConfig, given: Callable[[], Service] | None) -> Iterator[Service]:
+    """The service a run uses: `given`'s (a Converter's, kept after the run), or one made for this run and
+    closed after it (without waiting for the pages in flight when the run failed)."""
+    if given is not None:
+        yield given()
+        return
+    service = Service(config)
+    try:
+        yield service
+    except BaseException:
+        service.close(wait=False)
+        raise
+    service.close()

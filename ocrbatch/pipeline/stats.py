@@ -13,14 +13,15 @@ import collections
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
-from ..errors import ExitCode
+from ..errors import ExitCode, OcrbatchError
 
 if TYPE_CHECKING:
     from ..gpu.nvml import ResourceSample
 
 STAGES = ("decode", "batch", "infer", "write")
+Watch = Callable[[Callable[[], "Snapshot"]], None]  # called once with a function that returns a fresh Snapshot
 RECENT_S = 20.0
 HISTORY_S = 120.0
 _SAMPLE_EVERY_S = 0.5
@@ -231,9 +232,12 @@ class Summary:
     figures: dict[str, Any]
     output: str
     failures: list[str] = field(default_factory=list)
+    stopped_by: OcrbatchError | None = None  # a signal or a write error ended the run early
 
     @property
     def exit_code(self) -> ExitCode:
+        if self.stopped_by is not None:
+            return self.stopped_by.exit_code
         if self.counts["failed"] or self.counts["truncated"] or self.missing_inputs:
             return ExitCode.PARTIAL
         return ExitCode.OK
@@ -250,4 +254,5 @@ class Summary:
             "missing_inputs": self.missing_inputs,
             "renamed": [{"source": s, "output": k} for s, k in self.renamed],
             "failures": self.failures,
+            "stopped_by": str(self.stopped_by) if self.stopped_by is not None else None,
         }

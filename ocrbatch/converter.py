@@ -21,7 +21,9 @@ Public API (everything a server needs; names are stable):
   every device is ready (a server's readiness).
 - `convert(inputs, output, *, pages=None, force=False, null_separated=False, stdin=None, watch=None)
   -> Summary`: the CLI's run: the same files, manifest, resume and `summary.exit_code`; raises
-  NoInputsError, UsageError, EngineLoadError as the CLI would exit 4, 2, 5. Its pages go in the bulk lane.
+  NoInputsError, UsageError, EngineLoadError, OutputLockedError as the CLI would exit 4, 2, 5, 6; a run
+  that a full disk stopped returns its summary with `stopped_by` set (exit code 7). Its pages go in the
+  bulk lane.
 - `submit(page, priority="interactive", *, pages=None, name=None)`: `page` is a path, the bytes of a PDF
   or image, or a PIL image; `pages` a selection such as "1-3,7" (multi-page documents); `name` labels it in
   messages. A single image gives one `concurrent.futures.Future[PageResult]`; a PDF or multi-frame TIFF a

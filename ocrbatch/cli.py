@@ -200,6 +200,55 @@ def bench(
 
 
 @app.command()
+def serve(
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (0.0.0.0: every interface)."),
+    port: int = typer.Option(8000, "--port", "-p", help="Port to listen on (0: any free one, printed)."),
+    engine: str = typer.Option("rapidocr", "--engine", "-e",
+                               help="rapidocr, deepseek-ocr2 (needs --model), fake or fake-timed (load tests)."),
+    model: Optional[str] = typer.Option(None, "--model", "-m",
+                                        help="deepseek-ocr2 weights: a local folder or a Hugging Face id."),
+    dtype: str = typer.Option("auto", "--dtype", help="auto, bfloat16, float16 or float32 (deepseek-ocr2)."),
+    prompt: str = typer.Option("markdown", "--prompt", help="markdown, free, or your own text (deepseek-ocr2)."),
+    max_new_tokens: int = typer.Option(8192, "--max-new-tokens", help="Most tokens per page (deepseek-ocr2)."),
+    threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads for the engine."),
+    devices: str = typer.Option("auto", "--devices", help="Where engines run: auto, cpu, 0,1 or cuda:0."),
+    dpi: int = typer.Option(150, help="Resolution for rendering PDF pages."),
+    text_layer: str = typer.Option("auto", "--text-layer", help="PDF text layers: auto, off or only."),
+    max_batch: int = typer.Option(8, "--max-batch", help="Most pages in one engine batch."),
+    max_wait_ms: int = typer.Option(200, "--max-wait-ms", help="Longest a page waits for its batch to fill."),
+    workers: Optional[int] = typer.Option(None, "--workers", "-j", help="Decode threads (default: up to 4)."),
+    max_upload_mb: float = typer.Option(50.0, "--max-upload-mb", help="Larger uploads are refused (413)."),
+    max_queue: int = typer.Option(256, "--max-queue",
+                                  help="Most pages held for requests at once; a request beyond is refused "
+                                       "(503 with Retry-After)."),
+    token: Optional[str] = typer.Option(None, "--token", envvar="OCRBATCH_TOKEN", show_envvar=True,
+                                        help="Require Authorization: Bearer TOKEN on /v1/* (401 without)."),
+    drain_s: float = typer.Option(30.0, "--drain-s", metavar="SECONDS",
+                                  help="On SIGTERM, how long requests in flight may take to finish."),
+    quiet: bool = typer.Option(False, "-q", "--quiet", help="Print only errors."),
+    verbose: int = typer.Option(0, "-v", "--verbose", count=True, help="Server logs (-vv: every request)."),
+) -> None:
+    """Serve conversions over HTTP: one loaded engine; concurrent requests share its batches."""
+    _setup_logging(quiet, verbose)
+
+    def run_server() -> int:
+        try:
+            from .serve.run import serve as serve_main
+        except ImportError as exc:
+            raise UsageError(f"ocrbatch serve needs the serve extra: pip install 'ocrbatch[serve]' ({exc})") from exc
+        from .serve.config import ServeConfig
+
+        config = ServeConfig(host=host, port=port, max_upload_mb=max_upload_mb, max_queue=max_queue,
+                             token=token, drain_s=drain_s, window=2 * max(1, max_batch))
+        options = dict(engine=engine, model=model, dtype=dtype, prompt=prompt, max_new_tokens=max_new_tokens,
+                       threads=threads, devices=devices, dpi=dpi, text_layer=text_layer, max_batch=max_batch,
+                       max_wait_ms=max_wait_ms, workers=workers)
+        return serve_main(options, config, verbose=verbose, quiet=quiet)
+
+    _exit_with(run_server, verbose)
+
+
+@app.command()
 def doctor(as_json: bool = typer.Option(False, "--json", help="Print the findings as one JSON object.")) -> None:
     """Check the install: Python, torch and CUDA, GPUs, flash-attn, engines, cached models, onnxruntime."""
     from .doctor import main as doctor_main

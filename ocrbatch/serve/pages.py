@@ -1,0 +1,77 @@
+"""One request's pages: submitted to the Converter a window at a time, each holding a page slot until its
+result is in, and yielded in page order. Leaving early (a client gone, a cancelled task) cancels the pages
+not yet started and frees their slots."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from concurrent.futures import Future
+from functools import partial
+from pathlib import Path
+from typing import Any, AsyncIterator, Callable
+
+from ..records import PageResult
+from .limits import PageSlots
+
+
+async def convert_pages(conv: Any, slots: PageSlots, path: Path, name: str, numbers: list[int], priority: str,
+                        window: int, cancelled: Callable[[int], None]) -> AsyncIterator[tuple[int, PageResult]]:
+    """(page number, result) for each of `numbers`, in order; each page takes a slot (waiting for one) before
+    it is submitted, and gives it back when it is done or cancelled."""
+    loop = asyncio.get_running_loop()
+    pending: deque[tuple[int, Future]] = deque()
+    left = iter(numbers)
+    running = 0  # this request's pages submitted and not finished
+
+    def finished(_: Future) -> None:  # on a worker thread, or wherever the future was cancelled
+        try:
+            loop.call_soon_threadsafe(_free)
+        except RuntimeError:  # the loop is closed: the server is gone
+            pass
+
+    def _free() -> None:
+        nonlocal running
+        running -= 1
+        slots.give(1)
+
+    def adopt(got: Future | list[Future]) -> Future:
+        nonlocal running
+        future = got[0] if isinstance(got, list) else got
+        running += 1
+        future.add_done_callback(finished)  # its slot comes back when it is done or cancelled
+        return future
+
+    def submitted_late(task: asyncio.Future) -> None:  # we left while the submit was under way
+        if task.cancelled() or task.exception() is not None:
+            slots.give(1)
+        elif conv.cancel([adopt(task.result())]):
+            cancelled(1)
+
+    try:
+        number = next(left, None)
+        while number is not None or pending:
+            while number is not None and running < window:
+                await slots.take()
+                submit = partial(conv.submit, path, priority, pages=str(number), name=name)
+                task = loop.run_in_executor(None, submit)  # it opens the file: not on the event loop
+                try:
+                    got = await asyncio.shield(task)
+                except asyncio.CancelledError:
+                    task.add_done_callback(submitted_late)
+                    raise
+                except BaseException:
+                    slots.give(1)
+                    raise
+                future = adopt(got)
+                pending.append((number, future))
+                number = next(left, None)
+            page, future = pending[0]
+            result = await asyncio.shield(asyncio.wrap_future(future))
+            pending.popleft()
+            yield page, result
+    finally:
+        if pending:
+            n = conv.cancel([f for _, f in pending])
+            if n:
+                cancelled(n)

@@ -7,7 +7,7 @@ from typing import Callable
 
 from ..config import EngineOptions
 from ..errors import EngineLoadError, UsageError
-from .base import Engine
+from .base import Engine, Front, Runner
 
 _BUILTIN = {
     "rapidocr": "ocrbatch.engines.rapid:RapidOcrEngine",
@@ -46,3 +46,11 @@ def engine_class(name: str) -> Callable[[EngineOptions], Engine]:
 
 def create(name: str, options: EngineOptions) -> Engine:
     return engine_class(name)(options)
+
+
+def build(name: str, options: EngineOptions, devices: int) -> tuple[Front, list[Runner]]:
+    """The engine's front and one runner per device. An engine is one class playing both roles: the first
+    device's runner is also the front (what it prepares, its own runner frees); the others are new ones."""
+    factory = engine_class(name)
+    front = factory(options)
+    return front, [front] + [factory(options) for _ in range(devices - 1)]

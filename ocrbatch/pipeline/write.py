@@ -1,4 +1,5 @@
-"""Page results → files: atomic Markdown writes, attachments, one manifest record per page."""
+"""Page results → files: atomic Markdown writes, attachments, one manifest record per page (`run`: the
+write stage's loop, on the caller's thread)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ import os
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 from ..manifest import Manifest
 from ..records import PageResult, Status
+from .queue import ClosableQueue, Closed
 
 log = logging.getLogger("ocrbatch")
 
@@ -50,8 +53,7 @@ class Writer:
                 result.status = Status.FAILED
                 result.error = f"cannot write {result.ref.output}: {exc.strerror or exc}"
         if result.status is Status.FAILED:
-            where = result.ref.label if result.ref else result.source_display
-            self.last_error = f"{where}: {result.error}"
+            self.last_error = result.message
             self.file_failures += result.ref is None
             log.error("%s", self.last_error)
         elif result.status is Status.TRUNCATED and result.ref is not None:
@@ -68,3 +70,19 @@ class Writer:
         for rel in self.manifest.attachments(result.ref):
             if rel not in now and not rel.startswith("/") and ".." not in rel.split("/"):
                 (self.out_dir / rel).unlink(missing_ok=True)
+
+
+def run(results: ClosableQueue[PageResult], writer: Writer, busy: Callable[[float], None],
+        failures: list[str], keep: int = 100) -> None:
+    """Write every result until the queue is closed and drained; the first `keep` failures' lines are kept."""
+    while True:
+        try:
+            result = results.get(timeout=0.5)
+        except Closed:
+            return
+        if result is not None:
+            t0 = time.perf_counter()
+            writer.write(result)
+            busy(time.perf_counter() - t0)
+            if result.status is Status.FAILED and len(failures) < keep:
+                failures.append(writer.last_error or "")

@@ -123,14 +123,12 @@ class PooledEngine(FakeEngine):
         type(self).last = self
 
     def prepare(self, page):
+        waited = self.pool.waited_s()
         slot = self.pool.acquire((4,))
         if "poison" in page.ref.source.path.name:
             self.pool.release(slot)
             raise ValueError("cannot preprocess this page")
-        return dataclasses.replace(page, prepared=slot)
-
-    def waited_s(self) -> float:
-        return self.pool.waited_s()
+        return dataclasses.replace(page, prepared=slot, held_s=self.pool.waited_s() - waited)
 
     def abort(self) -> None:
         self.pool.close()
@@ -146,7 +144,7 @@ class PooledEngine(FakeEngine):
             if page.prepared is not None:
                 self.pool.release(page.prepared)
 
-    def buffer_stats(self):
+    def stats(self):
         return {"allocations": self.pool.allocations}
 
 
@@ -165,3 +163,26 @@ class StagingRecorder(FakeEngine):
 
     def release(self, pages) -> None:
         type(self).calls.append("release " + pages[0].ref.source.path.stem)
+
+
+class LoadCounter(RecordingEngine):
+    """Counts how often it is loaded (across every instance) and remembers its batch sizes."""
+
+    name = "load-counter"
+    loads = 0
+
+    def load(self, device: str) -> None:
+        type(self).loads += 1
+        super().load(device)
+
+
+class TimedEngine(FakeEngine):
+    """Takes a fixed time per batch plus a time per page, like a GPU model (for the priority figures)."""
+
+    name = "timed"
+    batch_s = 0.08
+    page_s = 0.005
+
+    def infer(self, pages):
+        time.sleep(self.batch_s + self.page_s * len(pages))
+        return [PageOutput(markdown=f"{p.ref.label}\n") for p in pages]

@@ -1,0 +1,78 @@
+"""The engine side of the pipeline, built once and shared by every run of a converter: the engine's front,
+the priority lanes, and the engine on its devices (batch → infer). With `--ray` the engines live on the
+cluster's actors instead, and only the front (naming the output) is kept here.
+
+    front ── prepare (decode threads) ──▶ lanes (interactive | bulk) ──▶ Devices: one runner per device
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..config import EngineOptions, ServiceConfig
+from ..engines import registry
+from ..engines.base import Front
+from ..gpu.adaptive import BatchSizeController
+from ..gpu.device import load_reader, resolve_devices
+from ..gpu.nvml import ResourceSampler
+from .batcher import Batcher
+from .infer import Devices
+from .lanes import Lanes
+
+
+class Service:
+    def __init__(self, config: ServiceConfig) -> None:
+        self.config = config
+        engine_class = registry.engine_class(config.engine)
+        self.sampler = ResourceSampler()
+        self.controller = BatchSizeController(config.max_batch)
+        self.devices: Devices | None = None
+        self.lanes: Lanes | None = None
+        if config.ray:  # the cluster's actors hold the engines; this one only names the engine's output
+            from . import remote
+
+            remote.connect(config.ray)
+            self.front: Front = engine_class(config.engine_options)
+            self.device_names: tuple[str, ...] = ("ray",)
+        else:
+            self.device_names = resolve_devices(config.devices, getattr(engine_class, "uses_gpu", False))
+            self.front, runners = registry.build(config.engine, _sized(config, self.device_names),
+                                                 len(self.device_names))
+            batcher = Batcher(config.max_batch, config.max_wait_s, key=self.front.bucket_key,
+                              starve_s=config.starve_s)
+            self.lanes = Lanes(batcher, limit=config.max_batch * (len(self.device_names) + 2) + config.workers)
+            self.devices = Devices(runners, self.device_names, self.lanes, self.controller,
+                                   lambda d: load_reader(d, self.sampler.latest))
+        self.sampler.start()
+
+    def abort(self) -> None:
+        """Work stops early: wake decode threads held back by the engine's buffers."""
+        self.front.abort()
+
+    def close(self, wait: bool = True) -> None:
+        """Finish what waits (with `wait`) and unload the engine."""
+        try:
+            if self.devices is not None:
+                if wait:
+                    self.devices.close()
+                else:
+                    self.front.abort()
+                    self.lanes.close()
+            elif self.config.ray == "local":
+                from . import remote
+
+                remote.shutdown()
+        finally:
+            self.sampler.stop()
+
+
+def _sized(config: ServiceConfig, devices: tuple[str, ...]) -> EngineOptions:
+    options = config.engine_options
+    if not options.buffer_pages:  # how far decoding may run ahead of the devices (the pool's back-pressure)
+        # Per device a batch computing and the next one staged; two batches' worth forming in the lanes'
+        # buckets; a page in each decode thread.
+        options = dataclasses.replace(
+            options, buffer_pages=config.max_batch * (2 * len(devices) + 2) + config.workers)
+    if options.pin_memory is None:  # pinned buffers only feed GPUs; a CPU run leaves CUDA alone
+        options = dataclasses.replace(options, pin_memory=any(d.startswith("cuda") for d in devices))
+    return options

@@ -11,12 +11,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path, PurePosixPath
 from typing import Any, AsyncIterator
 
@@ -53,10 +55,10 @@ class ServerState:
 
 def create_app(state: ServerState, lifespan=None) -> Starlette:
     routes = [
-        Route("/healthz", lambda r: _healthz(state, r), methods=["GET"]),
-        Route("/readyz", lambda r: _readyz(state, r), methods=["GET"]),
-        Route("/metrics", lambda r: _metrics(state, r), methods=["GET"]),
-        Route("/v1/convert", lambda r: _convert(state, r), methods=["POST"]),
+        Route("/healthz", partial(_healthz, state), methods=["GET"]),
+        Route("/readyz", partial(_readyz, state), methods=["GET"]),
+        Route("/metrics", partial(_metrics, state), methods=["GET"]),
+        Route("/v1/convert", partial(_convert, state), methods=["POST"]),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.server = state
@@ -117,7 +119,8 @@ async def _convert(state: ServerState, request: Request) -> Response:
         upload = form.get("file")
         if upload is None or isinstance(upload, str):
             return _error(state, 400, "multipart upload without a file field named 'file'", "bad_request")
-        name = PurePosixPath(upload.filename or "upload").name or "upload"
+        name = PurePosixPath((upload.filename or "").replace("\\", "/")).name
+        name = name if name not in ("", ".", "..") else "upload"
         data = await upload.read()
         await form.close()
     if state.load_error is not None:
@@ -125,10 +128,10 @@ async def _convert(state: ServerState, request: Request) -> Response:
     if not state.slots.has_room():
         return _error(state, 503, f"busy: {cfg.max_queue} pages (--max-queue) are already waiting; retry later",
                       "queue_full", {"Retry-After": str(cfg.retry_after_s)})
-    path = state.tmp / uuid.uuid4().hex
+    path = state.tmp / uuid.uuid4().hex / name  # the engine and messages see the upload's own name
     handed_over = False  # to the job, which removes the file when the response is over
     try:
-        await asyncio.to_thread(path.write_bytes, data)
+        await asyncio.to_thread(_spill, path, data)
         try:
             count, multipage = await asyncio.to_thread(_probe, path, name)
         except DecodeError as exc:
@@ -147,7 +150,18 @@ async def _convert(state: ServerState, request: Request) -> Response:
         return await job.whole(markdown=MARKDOWN in accept and "application/json" not in accept)
     finally:
         if not handed_over:
-            path.unlink(missing_ok=True)
+            _remove(path)
+
+
+def _spill(path: Path, data: bytes) -> None:
+    path.parent.mkdir()
+    path.write_bytes(data)
+
+
+def _remove(path: Path) -> None:
+    path.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        path.parent.rmdir()
 
 
 def _probe(path: Path, name: str) -> tuple[int, bool]:
@@ -207,7 +221,7 @@ class _Job:
         finally:
             gone.cancel()
             await self.pages.aclose()
-            self.path.unlink(missing_ok=True)
+            _remove(self.path)
         status = 200
         if all(r.status is Status.FAILED for _, r in results):
             status = 500 if any("infer_s" in r.timings for _, r in results) else 422
@@ -245,7 +259,7 @@ class _Job:
         finally:
             gone.cancel()
             await self.pages.aclose()
-            self.path.unlink(missing_ok=True)
+            _remove(self.path)
             self._done(200 if finished else 499)
 
 

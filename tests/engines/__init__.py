@@ -186,3 +186,22 @@ class TimedEngine(FakeEngine):
     def infer(self, pages):
         time.sleep(self.batch_s + self.page_s * len(pages))
         return [PageOutput(markdown=f"{p.ref.label}\n") for p in pages]
+
+
+class GateEngine(FakeEngine):
+    """For the server tests, which run it in another process: appends each batch's size to the file named by
+    OCRBATCH_TEST_BATCHES, then holds the batch while the file named by OCRBATCH_TEST_GATE exists (the test
+    removes it to let batches run). So a test can keep pages waiting without depending on timing."""
+
+    name = "gate"
+
+    def infer(self, pages):
+        import os
+
+        log, gate = os.environ.get("OCRBATCH_TEST_BATCHES"), os.environ.get("OCRBATCH_TEST_GATE")
+        if log:
+            with open(log, "a") as fh:
+                fh.write(f"{len(pages)}\n")
+        while gate and os.path.exists(gate):
+            time.sleep(0.01)
+        return super().infer(pages)

@@ -189,7 +189,7 @@ def test_a_pdf_streams_as_ndjson_one_line_per_page_then_done(server, tmp_path):
 
 def test_unreadable_documents_are_422_with_the_clis_line(server, tmp_path):
     files = {"notes.txt": b"hello, not a document", "damaged.pdf": pdf(tmp_path, 2)[:300],
-             "locked.pdf": encrypted_pdf()}
+             "locked.pdf": encrypted_pdf(), "cut.png": png("cut short")[:400]}
     for name, data in files.items():
         (tmp_path / name).write_bytes(data)
     cli = run_cli("convert", *files, "-o", str(tmp_path / "out"), "--engine", "fake", cwd=tmp_path)
@@ -250,7 +250,8 @@ def test_a_full_queue_is_503_with_retry_after_and_the_held_work_finishes(server,
     assert server.metric("ocrbatch_http_rejected_total", reason="queue_full") >= 1
 
 
-def test_a_client_that_disconnects_frees_its_pages(server, pool, tmp_path):
+@pytest.mark.parametrize("accept", ["application/json", "application/x-ndjson"])
+def test_a_client_that_disconnects_frees_its_pages(server, pool, tmp_path, accept):
     body = pdf(tmp_path, 4)
     with server.held():
         blocker = pool.submit(server.convert, png("blocker"))
@@ -258,7 +259,7 @@ def test_a_client_that_disconnects_frees_its_pages(server, pool, tmp_path):
         cancelled0 = server.metric("ocrbatch_http_pages_total", status="cancelled")
         sock = socket.create_connection((server.host, server.port))
         sock.sendall(f"POST /v1/convert HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n"
-                     f"Content-Type: application/pdf\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+                     f"Accept: {accept}\r\nContent-Type: application/pdf\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
         until(lambda: server.metric("ocrbatch_queue_depth", lane="interactive") == 4, "its four pages queued")
         sock.close()
         until(lambda: server.metric("ocrbatch_http_pages_total", status="cancelled") == cancelled0 + 4,
@@ -270,6 +271,14 @@ def test_a_client_that_disconnects_frees_its_pages(server, pool, tmp_path):
     assert after.json()["pages"][0]["timings"]["batch_size"] == 1  # the cancelled pages did not join it
     assert server.metric("ocrbatch_engine_pages_total") == pages0 + 1
     assert server.metric("ocrbatch_http_requests_total", route="/v1/convert", status="499") >= 1
+
+
+def test_many_pages_enter_the_queue_a_window_at_a_time(server, tmp_path):
+    """A PDF longer than --max-queue (6 here) is converted: its pages take slots as earlier ones finish."""
+    r = server.convert(pdf(tmp_path, 20), params={"priority": "bulk"}, headers={"Accept": "application/x-ndjson"})
+    lines = r.text.splitlines()
+    assert r.status_code == 200 and len(lines) == 21 and '"failed": 0' in lines[-1]
+    assert server.metric("ocrbatch_queue_used") == 0
 
 
 def test_metrics_parse_as_prometheus_text_with_ocrbatch_names(server):

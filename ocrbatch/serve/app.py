@@ -22,6 +22,7 @@ from functools import partial
 from pathlib import Path, PurePosixPath
 from typing import Any, AsyncIterator
 
+import anyio
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
@@ -220,6 +221,9 @@ class _Job:
             return JSONResponse({"error": f"the engine could not be loaded: {exc}"}, 503)
         finally:
             gone.cancel()
+            if not collect.done():  # we are being cancelled (the drain deadline passed)
+                collect.cancel()
+                await asyncio.gather(collect, return_exceptions=True)
             await self.pages.aclose()
             _remove(self.path)
         status = 200
@@ -236,15 +240,14 @@ class _Job:
 
     async def ndjson(self) -> AsyncIterator[bytes]:
         gone = asyncio.ensure_future(_disconnected(self.request))
+        step: asyncio.Future | None = None
         failed = n = 0
         finished = False
         try:
             while True:
                 step = asyncio.ensure_future(anext(self.pages))
                 await asyncio.wait({step, gone}, return_when=asyncio.FIRST_COMPLETED)
-                if not step.done():
-                    step.cancel()
-                    await asyncio.gather(step, return_exceptions=True)
+                if not step.done():  # the client left
                     return
                 try:
                     page, result = step.result()
@@ -257,10 +260,15 @@ class _Job:
             yield (json.dumps({"done": True, "name": self.name, "pages": n, "failed": failed}) + "\n").encode()
             finished = True
         finally:
-            gone.cancel()
-            await self.pages.aclose()
-            _remove(self.path)
-            self._done(200 if finished else 499)
+            # Starlette may be cancelling us (it saw the disconnect first): finish the cleanup regardless.
+            with anyio.CancelScope(shield=True):
+                gone.cancel()
+                if step is not None and not step.done():
+                    step.cancel()  # the pages' own finally cancels what is left
+                    await asyncio.gather(step, return_exceptions=True)
+                await self.pages.aclose()
+                _remove(self.path)
+                self._done(200 if finished else 499)
 
 
 async def _disconnected(request: Request) -> None:

@@ -77,7 +77,7 @@ class Converter:
                                          devices=devices, max_batch=max_batch, **options)
         self._service_config = dataclasses.replace(self._template.service, starve_s=starve_ms / 1000.0)
         self._service: Service | None = None
-        self._decoders: decode.DecodePool | None = None
+        self._decoders: dict[str, decode.DecodePool] = {}  # per lane
         self._pdfs = decode.PdfCache(size=self._template.workers + 1)
         self._lock = threading.Lock()
         self._in_flight = 0
@@ -104,8 +104,8 @@ class Converter:
             if self._closed:
                 return
             self._closed = True
-        if self._decoders is not None:
-            self._decoders.close()
+        for pool in self._decoders.values():
+            pool.close()
         if self._service is not None:
             self._service.close(wait=wait)
         self._pdfs.close()
@@ -217,8 +217,10 @@ class Converter:
         if svc.devices is None:
             raise UsageError("submit, stream and load run on this machine's devices; with ray, use convert")
         with self._lock:
-            if self._decoders is None:
-                self._decoders = decode.DecodePool(self._template.workers)
+            if not self._decoders:
+                workers = self._template.workers
+                self._decoders = {"interactive": decode.DecodePool(max(1, workers // 2), "decode-interactive"),
+                                  "bulk": decode.DecodePool(workers, "decode-bulk")}
         return svc
 
     def _submit_file(self, path: Path, display: str, selection: PageSelection | None,
@@ -258,7 +260,7 @@ class Converter:
             except Exception as exc:  # noqa: BLE001 - EngineLoadError, or the converter closing
                 reply.fail(exc)
 
-        self._decoders.submit(job, interactive=priority == "interactive")
+        self._decoders[priority].submit(job)
         return future
 
     def _landed(self) -> None:

@@ -109,3 +109,18 @@ def test_remove_takes_out_pages_nobody_wants():
     b.add(("A4", "gone"), now=0.0, lane="interactive")
     assert b.remove(lambda item: item[1] == "gone") == [("A4", "gone")]
     assert b.depth() == {"interactive": 0, "bulk": 1}
+
+
+def test_an_interactive_page_rides_on_top_of_a_full_bulk_batch_and_pushes_no_bulk_page_out():
+    b = Batcher(max_batch=4, max_wait_s=0.2, key=by_size, room=1)
+    for i in range(4):
+        b.add(("A4", f"bulk{i}"), now=0.0)
+    b.add(("A4", "urgent"), now=0.01, lane="interactive")
+    b.add(("A4", "urgent2"), now=0.01, lane="interactive")
+    assert b.next(now=0.01) == ("A4", [("A4", "urgent"), ("A4", "urgent2"), ("A4", "bulk0"), ("A4", "bulk1"),
+                                       ("A4", "bulk2")])  # 4 + room 1: two interactive pages take one bulk slot
+    assert b.next(now=0.3) == ("A4", [("A4", "bulk3")])
+    c = Batcher(max_batch=4, max_wait_s=0.2, key=by_size, room=1)
+    for i in range(6):
+        c.add(("A4", f"bulk{i}"), now=0.0)
+    assert len(c.next(now=0.0)[1]) == 4  # without interactive pages, max_batch holds

@@ -12,8 +12,10 @@ A device that is free asks `next(now)` for the batch to run; the policy answers:
 3. bulk buckets are taken when full or when their oldest page has waited `max_wait_s`, oldest first.
 
 A batch is filled from one bucket, interactive pages first, then topped up with bulk pages of the same
-shape (an interactive page costs a batch slot, not a batch). `max_batch` may change between calls (the
-adaptive batch size lowers it after an out-of-memory error): pages beyond it stay for the next batch.
+shape. Up to `room` interactive pages ride on top of `max_batch` (a batch of 8 bulk pages and one
+interactive page holds 9): an interactive page costs its own compute, and pushes no bulk page out of its
+batch. `max_batch` may change between calls (the adaptive batch size lowers it after an out-of-memory
+error): pages beyond it stay for the next batch.
 `expire(now)` makes every waiting page due at once (no more pages will come to fill its bucket).
 """
 
@@ -44,10 +46,11 @@ class _Bucket(Generic[T]):
 
 class Batcher(Generic[T]):
     def __init__(self, max_batch: int, max_wait_s: float, key: Callable[[T], Hashable],
-                 starve_s: float = 5.0) -> None:
+                 starve_s: float = 5.0, room: int = 0) -> None:
         if max_batch < 1:
             raise ValueError("max_batch must be at least 1")
         self.max_batch = max_batch
+        self.room = room
         self.max_wait_s = max_wait_s
         self.starve_s = max(starve_s, max_wait_s)
         self._key = key
@@ -78,10 +81,12 @@ class Batcher(Generic[T]):
 
     def _take(self, k: Hashable, first: str = "interactive") -> tuple[Hashable, list[T]]:
         bucket = self._buckets[k]
-        room = max(1, self.max_batch)
+        most = max(1, self.max_batch)
+        size = most + min(len(bucket.lanes["interactive"]), self.room)
         items: list[T] = []
         for lane in sorted(LANES, key=lambda lane: lane != first):
-            taken, bucket.lanes[lane] = bucket.lanes[lane][:room - len(items)], bucket.lanes[lane][room - len(items):]
+            n = min(size - len(items), most if lane == "bulk" else size)
+            taken, bucket.lanes[lane] = bucket.lanes[lane][:n], bucket.lanes[lane][n:]
             items += [item for _, item in taken]
         if not len(bucket):
             del self._buckets[k]

@@ -1,5 +1,5 @@
 """Page refs → prepared page images, in a pool of producer threads (`run`), or one page at a time for the
-Python API (`DecodePool`, interactive pages first).
+Python API (`DecodePool`).
 
 PDF pages are rendered lazily, one page at a time, under the PDFium lock; images are decoded with
 Pillow outside it; then the engine's front prepares each page (`read`: the one prepare-or-fail path, also
@@ -9,7 +9,6 @@ used by the Ray workers). Output goes to bounded lanes, so memory does not grow 
 from __future__ import annotations
 
 import collections
-import itertools
 import logging
 import queue
 import threading
@@ -195,24 +194,21 @@ def run(refs: ClosableQueue[PageRef], send: Callable[[PageImage], None], results
 
 
 class DecodePool:
-    """Threads that decode and prepare pages submitted through the Python API, interactive ones first."""
+    """Threads that decode and prepare pages submitted through the Python API, in the order submitted
+    (the Converter keeps one pool per lane, so interactive pages never queue behind bulk ones)."""
 
-    def __init__(self, threads: int) -> None:
-        self._jobs: queue.PriorityQueue = queue.PriorityQueue()
-        self._order = itertools.count()
-        self._threads = [threading.Thread(target=self._work, name=f"decode-api-{i}", daemon=True)
+    def __init__(self, threads: int, name: str = "decode") -> None:
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._threads = [threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True)
                          for i in range(max(1, threads))]
         for t in self._threads:
             t.start()
 
-    def submit(self, job: Callable[[], None], interactive: bool) -> None:
-        self._jobs.put((0 if interactive else 1, next(self._order), job))
+    def submit(self, job: Callable[[], None]) -> None:
+        self._jobs.put(job)
 
     def _work(self) -> None:
-        while True:
-            _, _, job = self._jobs.get()
-            if job is None:
-                return
+        while (job := self._jobs.get()) is not None:
             try:
                 job()
             except Exception:  # noqa: BLE001 - a job answers its own errors; this is a last resort
@@ -220,6 +216,6 @@ class DecodePool:
 
     def close(self) -> None:
         for _ in self._threads:
-            self._jobs.put((2, next(self._order), None))
+            self._jobs.put(None)
         for t in self._threads:
             t.join()

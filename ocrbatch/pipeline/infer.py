@@ -43,8 +43,9 @@ WARMUP_BATCHES = 2
 class InferWorker:
     def __init__(self, engine: Runner, emit: Callable[[PageResult], None],
                  controller: BatchSizeController | None = None, load: DeviceLoad | None = None,
-                 device: str = "") -> None:
+                 device: str = "", room: int = 0) -> None:
         self.engine = engine
+        self.room = room  # pages a batch may hold beyond the cap (interactive ones riding on top)
         self.emit = emit
         self.controller = controller
         self.load = load
@@ -125,7 +126,7 @@ class InferWorker:
 
     def run_batch(self, pages: Sequence[PageImage]) -> None:
         """Infer `pages`, splitting on failure; every page ends in exactly one result."""
-        cap = self.controller.cap if self.controller is not None else len(pages)
+        cap = self.controller.cap + self.room if self.controller is not None else len(pages)
         if len(pages) > cap:  # the cap dropped (out of memory) since this batch was formed
             for i in range(0, len(pages), cap):
                 self.run_batch(pages[i:i + cap])
@@ -181,13 +182,14 @@ class Devices:
     busy time) `watch` with their Stats."""
 
     def __init__(self, runners: list[Runner], devices: tuple[str, ...], lanes: Lanes,
-                 controller: BatchSizeController, device_load: Callable[[str], DeviceLoad | None]) -> None:
+                 controller: BatchSizeController, device_load: Callable[[str], DeviceLoad | None],
+                 room: int = 0) -> None:
         self.lanes, self.controller = lanes, controller
         self.runners, self.devices = runners, devices
         self.loaded = [False] * len(runners)
         self.watchers: list[Stats] = []
         self._locks = [threading.Lock() for _ in runners]
-        self.workers = [InferWorker(r, _unrouted, controller, load=device_load(d), device=d)
+        self.workers = [InferWorker(r, _unrouted, controller, load=device_load(d), device=d, room=room)
                         for r, d in zip(runners, devices)]
         self._threads = [threading.Thread(target=self._serve, args=(i,), name=f"infer-{d}", daemon=True)
                          for i, d in enumerate(devices)]

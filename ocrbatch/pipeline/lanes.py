@@ -4,6 +4,7 @@ Decode threads `put` pages (a bulk page blocks while `limit` bulk pages already 
 interactive one never blocks); each device's worker `take`s the batch the policy picks when it is free.
 Every page carries its `Reply`: where its result goes (a run's write queue, or a caller's Future), and
 whether anyone still wants it: a page whose reply has gone (`wanted()` False) is dropped, never inferred.
+`FutureReply` serves the Python API's pages, `RunReply` those of a run.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Callable, Protocol
 
 from ..records import Batch, PageImage, PageResult
 from .batcher import Batcher
+from .queue import ClosableQueue, Closed
 
 
 class Reply(Protocol):
@@ -63,9 +65,10 @@ class FutureReply:
 
 
 class Lanes:
-    def __init__(self, batcher: Batcher[PageImage], limit: int) -> None:
+    def __init__(self, batcher: Batcher[PageImage], limit: int, cap: Callable[[], int] | None = None) -> None:
         self.batcher = batcher
         self.limit = max(1, limit)
+        self._cap = cap  # the batch-size cap now (lowered after an out-of-memory error)
         self._cond = threading.Condition()
         self._closed = False
 
@@ -87,6 +90,8 @@ class Lanes:
             while True:
                 dropped = self.batcher.remove(lambda p: p.reply is not None and not p.reply.wanted())
                 now = time.monotonic()
+                if self._cap is not None:
+                    self.batcher.max_batch = self._cap()
                 ready = self.batcher.next(now)
                 if ready is not None or dropped:
                     self._cond.notify_all()  # room in the bulk lane
@@ -121,3 +126,52 @@ class Lanes:
     def __len__(self) -> int:
         with self._cond:
             return len(self.batcher)
+
+
+class RunReply:
+    """Where the pages of one run (a `convert`) come back: its write queue, on which this reply is one
+    producer; it closes it once every decode thread is done (`sender_done`) and every page sent is back."""
+
+    lane = "bulk"
+
+    def __init__(self, results: ClosableQueue[PageResult], lanes: Lanes, senders: int,
+                 fail: Callable[[BaseException], None]) -> None:
+        self.results, self.lanes, self.fail = results, lanes, fail
+        self.stopped = False
+        self._pending, self._senders, self._sealed = 0, senders, False
+        self._lock = threading.Lock()
+
+    def send(self, page: PageImage) -> None:
+        page.reply = self
+        with self._lock:
+            self._pending += 1
+        self.lanes.put(page)
+
+    def sender_done(self) -> None:
+        with self._lock:
+            self._senders -= 1
+            last = self._senders == 0
+        if last:
+            self.lanes.expire()  # this run sends no more: its pages need not wait for company
+            self._landed(0)
+
+    def wanted(self) -> bool:
+        return not self.stopped
+
+    def start(self) -> bool:
+        return not self.stopped
+
+    def deliver(self, result: PageResult) -> None:
+        try:
+            self.results.put(result)
+        except Closed:
+            pass  # the run stopped meanwhile
+        self._landed(1)
+
+    def _landed(self, n: int) -> None:
+        with self._lock:
+            self._pending -= n
+            done = self._senders == 0 and self._pending == 0 and not self._sealed
+            self._sealed |= done
+        if done:
+            self.results.close()

@@ -19,6 +19,8 @@ from .batcher import Batcher
 from .infer import Devices
 from .lanes import Lanes
 
+ROOM = 1  # interactive pages a batch may hold beyond --max-batch (batcher.py)
+
 
 class Service:
     def __init__(self, config: ServiceConfig) -> None:
@@ -39,10 +41,11 @@ class Service:
             self.front, runners = registry.build(config.engine, _sized(config, self.device_names),
                                                  len(self.device_names))
             batcher = Batcher(config.max_batch, config.max_wait_s, key=self.front.bucket_key,
-                              starve_s=config.starve_s)
-            self.lanes = Lanes(batcher, limit=config.max_batch * (len(self.device_names) + 2) + config.workers)
+                              starve_s=config.starve_s, room=ROOM)
+            self.lanes = Lanes(batcher, limit=config.max_batch * (len(self.device_names) + 2) + config.workers,
+                               cap=lambda: self.controller.cap)
             self.devices = Devices(runners, self.device_names, self.lanes, self.controller,
-                                   lambda d: load_reader(d, self.sampler.latest))
+                                   lambda d: load_reader(d, self.sampler.latest), room=ROOM)
         self.sampler.start()
 
     def abort(self) -> None:

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from ..errors import UsageError
 from ..manifest import Manifest
 from ..records import PageResult, Status
 from .queue import ClosableQueue, Closed
@@ -86,3 +87,15 @@ def run(results: ClosableQueue[PageResult], writer: Writer, busy: Callable[[floa
             busy(time.perf_counter() - t0)
             if result.status is Status.FAILED and len(failures) < keep:
                 failures.append(writer.last_error or "")
+
+
+def check_output(out: Path) -> None:
+    """The output folder exists (made if need be) and can be written, before any work starts."""
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"output {out} is a file, not a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create the output folder {out}: {exc.strerror or exc}") from exc
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise UsageError(f"cannot write to the output folder {out}: permission denied")

@@ -13,8 +13,8 @@ Public API (everything a server needs; names are stable):
 - `Converter(engine="rapidocr", model=None, devices="auto", max_batch=8, **options)`; options are the CLI's:
   `max_wait_ms`, `workers`, `dtype`, `prompt`, `max_new_tokens`, `threads`, `dpi`, `text_layer`, `ray`,
   `ray_workers`, and `starve_ms` (the longest a bulk page waits while interactive pages keep coming).
-  Bad options raise UsageError at once. `Converter.from_env(**overrides)` reads OCRBATCH_* variables
-  first (config.ENV). A context manager; `close()` waits for pages in flight, then unloads.
+  Bad options raise UsageError at once (an engine's own checks, such as deepseek-ocr2 without a model,
+  on first use). `Converter.from_env(**overrides)` reads OCRBATCH_* variables first (config.ENV). A context manager; `close()` waits for pages in flight, then unloads.
 - The engine loads lazily, once per device, on its first batch, and stays loaded until `close()`:
   two `convert` calls load it once. `load()` loads it now (raises EngineLoadError); `loaded` says whether
   every device is ready (a server's readiness).

@@ -124,3 +124,16 @@ def test_an_interactive_page_rides_on_top_of_a_full_bulk_batch_and_pushes_no_bul
     for i in range(6):
         c.add(("A4", f"bulk{i}"), now=0.0)
     assert len(c.next(now=0.0)[1]) == 4  # without interactive pages, max_batch holds
+
+
+def test_interactive_pages_alone_keep_to_max_batch():
+    """The room on top is for riding on bulk pages: `--max-batch 1` runs one page at a time."""
+    b = Batcher(max_batch=1, max_wait_s=0.2, key=by_size, room=1)
+    for i in range(3):
+        b.add(("A4", f"urgent{i}"), now=0.0, lane="interactive")
+    assert [len(b.next(now=0.3)[1]) for _ in range(3)] == [1, 1, 1]
+    c = Batcher(max_batch=2, max_wait_s=0.2, key=by_size, room=1)
+    for i in range(5):
+        c.add(("A4", f"urgent{i}"), now=0.0, lane="interactive")
+    c.add(("A4", "bulk0"), now=0.0)
+    assert c.next(now=0.3)[1] == [("A4", "urgent0"), ("A4", "urgent1"), ("A4", "bulk0")]  # one bulk page rides

@@ -14,7 +14,7 @@ A device that is free asks `next(now)` for the batch to run; the policy answers:
 A batch is filled from one bucket, interactive pages first, then topped up with bulk pages of the same
 shape. Up to `room` interactive pages ride on top of `max_batch` (a batch of 8 bulk pages and one
 interactive page holds 9): an interactive page costs its own compute, and pushes no bulk page out of its
-batch. `max_batch` may change between calls (the adaptive batch size lowers it after an out-of-memory
+batch; a batch of interactive pages alone keeps to `max_batch`. `max_batch` may change between calls (the adaptive batch size lowers it after an out-of-memory
 error): pages beyond it stay for the next batch.
 `expire(now)` makes every waiting page due at once (no more pages will come to fill its bucket).
 """
@@ -82,11 +82,18 @@ class Batcher(Generic[T]):
     def _take(self, k: Hashable, first: str = "interactive") -> tuple[Hashable, list[T]]:
         bucket = self._buckets[k]
         most = max(1, self.max_batch)
-        size = most + min(len(bucket.lanes["interactive"]), self.room)
+        inter, bulk = len(bucket.lanes["interactive"]), len(bucket.lanes["bulk"])
+        # Interactive pages ride on top of bulk ones (up to `room` beyond max_batch), never on their own:
+        # a batch with no bulk page keeps to max_batch.
+        if first == "interactive":
+            n = {"interactive": min(inter, most)}
+            n["bulk"] = min(bulk, most - n["interactive"] + min(self.room, n["interactive"]))
+        else:
+            n = {"bulk": min(bulk, most)}
+            n["interactive"] = min(inter, most - n["bulk"] + (min(self.room, inter) if n["bulk"] else 0))
         items: list[T] = []
         for lane in sorted(LANES, key=lambda lane: lane != first):
-            n = min(size - len(items), most if lane == "bulk" else size)
-            taken, bucket.lanes[lane] = bucket.lanes[lane][:n], bucket.lanes[lane][n:]
+            taken, bucket.lanes[lane] = bucket.lanes[lane][:n[lane]], bucket.lanes[lane][n[lane]:]
             items += [item for _, item in taken]
         if not len(bucket):
             del self._buckets[k]

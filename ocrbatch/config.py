@@ -94,7 +94,7 @@ class RunConfig:
     force: bool = False
     null_separated: bool = False  # `-` reads NUL-separated paths (find -print0)
     text_layer: str = "auto"  # PDF text layer: auto (use it when usable), off (always OCR), only (never OCR)
-    ray: str | None = None  # convert on a Ray cluster: auto, local, or the head's address (cluster.py)
+    ray: str | None = None  # convert on a Ray cluster: auto, local, or the head's address (pipeline/remote.py)
     ray_workers: int | None = None  # actors on it; None: one per GPU, or per `threads` CPUs
 
     def __post_init__(self) -> None:

@@ -14,7 +14,8 @@ Public API (everything a server needs; names are stable):
   `max_wait_ms`, `workers`, `dtype`, `prompt`, `max_new_tokens`, `threads`, `dpi`, `text_layer`, `ray`,
   `ray_workers`, and `starve_ms` (the longest a bulk page waits while interactive pages keep coming).
   Bad options raise UsageError at once (an engine's own checks, such as deepseek-ocr2 without a model,
-  on first use). `Converter.from_env(**overrides)` reads OCRBATCH_* variables first (config.ENV). A context manager; `close()` waits for pages in flight, then unloads.
+  on first use). `Converter.from_env(**overrides)` reads OCRBATCH_* variables first (config.ENV).
+  A context manager; `close()` waits for pages in flight, then unloads; a closed converter refuses work.
 - The engine loads lazily, once per device, on its first batch, and stays loaded until `close()`:
   two `convert` calls load it once. `load()` loads it now (raises EngineLoadError); `loaded` says whether
   every device is ready (a server's readiness).
@@ -24,10 +25,12 @@ Public API (everything a server needs; names are stable):
 - `submit(page, priority="interactive", *, pages=None, name=None)`: `page` is a path, the bytes of a PDF
   or image, or a PIL image; `pages` a selection such as "1-3,7" (multi-page documents); `name` labels it in
   messages. A single image gives one `concurrent.futures.Future[PageResult]`; a PDF or multi-frame TIFF a
-  list of them, one per selected page. Safe from any number of threads; pages of every caller share
-  batches. A page that cannot be read, decoded or converted resolves to a PageResult with status `failed`
-  and `message` the CLI's one-line error (file, page, why); a future raises only when the engine cannot
-  run at all (EngineLoadError) or the converter was closed.
+  list of them, one per selected page (empty when the selection names none of its pages). Safe from any
+  number of threads; pages of every caller share batches (an asyncio server awaits them with
+  `asyncio.wrap_future`). A page that cannot be read, decoded or converted resolves to a PageResult with
+  status `failed` and `message` the CLI's one-line error (file, page, why); a future raises only when the
+  engine cannot run at all (EngineLoadError) or the converter was closed. A file is read afresh by each
+  call (a changed file is never served from an earlier one).
 - `cancel(futures)` (or `Future.cancel()` on each): a page whose batch has not started is dropped and its
   buffers freed; returns how many were cancelled. For a client that went away.
 - `stream(inputs, *, priority="bulk", pages=None)`: the PageResults of everything `inputs` names (files,
@@ -78,7 +81,6 @@ class Converter:
         self._service_config = dataclasses.replace(self._template.service, starve_s=starve_ms / 1000.0)
         self._service: Service | None = None
         self._decoders: dict[str, decode.DecodePool] = {}  # per lane
-        self._pdfs = decode.PdfCache(size=self._template.workers + 1)
         self._lock = threading.Lock()
         self._in_flight = 0
         self._tmp: Path | None = None
@@ -108,7 +110,6 @@ class Converter:
             pool.close()
         if self._service is not None:
             self._service.close(wait=wait)
-        self._pdfs.close()
         if self._tmp is not None:
             import shutil
 
@@ -184,12 +185,13 @@ class Converter:
                           emit_page=found.append, emit_result=found.append)
         window = 4 * self._template.max_batch * max(1, len(self._local().device_names))
         pending: set[Future] = set()
+        pdfs = decode.PdfCache(size=self._template.workers + 1)
         try:
             for item in found:
                 if isinstance(item, PageResult):
                     yield item
                     continue
-                pending.add(self._enqueue(item, priority))
+                pending.add(self._enqueue(item, priority, pdfs=pdfs))
                 while len(pending) >= window:
                     done, pending = wait(pending, return_when=FIRST_COMPLETED)
                     yield from (f.result() for f in done)
@@ -198,6 +200,7 @@ class Converter:
                 yield from (f.result() for f in done)
         finally:
             self.cancel(pending)
+            _when_all(list(pending), pdfs.close)
 
     def stats(self) -> dict[str, Any]:
         svc = self._service
@@ -234,10 +237,13 @@ class Converter:
         source = Source(path, display, kind, PurePosixPath(Path(display).stem), st.st_size, st.st_mtime_ns,
                         count, multipage)
         chosen = selection.select(count) if selection else list(range(1, count + 1))
-        futures = [self._enqueue(PageRef(source, p), priority) for p in chosen]
-        return futures if multipage else futures[0]
+        pdfs = decode.PdfCache(size=1)  # this document's, open while its pages are read (then never stale)
+        futures = [self._enqueue(PageRef(source, p), priority, pdfs=pdfs) for p in chosen]
+        _when_all(futures, pdfs.close)
+        return futures if multipage or not futures else futures[0]
 
-    def _enqueue(self, ref: PageRef, priority: str, image: PageImage | None = None) -> Future:
+    def _enqueue(self, ref: PageRef, priority: str, image: PageImage | None = None,
+                 pdfs: decode.PdfCache | None = None) -> Future:
         svc = self._local()
         future: Future = Future()
         with self._lock:
@@ -251,7 +257,7 @@ class Converter:
                 return
             try:
                 page = decode.prepare(svc.front, image) if image is not None else \
-                    decode.read(ref, t.dpi, self._pdfs, t.text_layer, svc.front)
+                    decode.read(ref, t.dpi, pdfs, t.text_layer, svc.front)
                 if isinstance(page, PageResult):
                     reply.deliver(page)
                     return
@@ -296,6 +302,9 @@ def _done(result: PageResult) -> Future:
 
 def _when_all(futures: Future | list[Future], fn) -> None:
     group = futures if isinstance(futures, list) else [futures]
+    if not group:
+        fn()
+        return
     left = [len(group)]
     lock = threading.Lock()
 

@@ -3,7 +3,7 @@
 
 One Converter, an engine that takes a fixed time per batch plus a time per page (like a GPU model), a bulk
 job of --bulk pages submitted at once (priority "bulk"), and --interactive pages submitted one at a time,
-evenly spread over the bulk job, from another thread. Prints:
+at random gaps spread over the bulk job, from another thread. Prints:
 
 - interactive latency (submit → result) p50 / p95 / max, in seconds and in batch times (one full batch);
 - bulk throughput (bulk pages/s, until the last bulk page) alone and with the interactive pages mixed
@@ -16,6 +16,7 @@ evenly spread over the bulk job, from another thread. Prints:
 from __future__ import annotations
 
 import argparse
+import random
 import statistics
 import sys
 import threading
@@ -58,10 +59,11 @@ def scenario(conv: Converter, bulk: int, interactive: int, lane: str | None, max
     t0 = time.perf_counter()
     futures = [conv.submit(im, priority="bulk", name=f"bulk-{i}") for i, im in enumerate(images)]
 
-    def client() -> None:  # one submit every `gap` seconds; each latency taken when its future completes
+    def client() -> None:  # submits at random gaps (seeded; phases against the batches spread evenly)
         gap = expected_s * 0.8 / interactive
+        rng = random.Random(12)
         for i in range(interactive):
-            time.sleep(gap)
+            time.sleep(gap * rng.uniform(0.5, 1.5))
             sent = time.perf_counter()
             done = conv.submit(page_image(i), priority=lane, name=f"user-{i}")
             done.add_done_callback(lambda f, sent=sent: latencies.append(time.perf_counter() - sent))

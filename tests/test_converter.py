@@ -54,7 +54,9 @@ def test_two_converts_load_the_engine_once_and_write_what_the_cli_writes(tmp_pat
         first = conv.convert(ROOT / "sample_docs", tmp_path / "a")
         second = conv.convert([str(ROOT / "sample_docs")], tmp_path / "b", pages="1")
         assert conv.loaded
-    assert LoadCounter.loads == 1
+    assert LoadCounter.loads == 1 and not conv.loaded  # closed: unloaded
+    with pytest.raises(RuntimeError, match="closed"):
+        conv.submit(draw_page("late"))
     assert first.exit_code == 0 and first.counts["ok"] == 7 and second.counts["ok"] == 5
     cli = tmp_path / "cli"
     assert run_cli("convert", str(ROOT / "sample_docs"), "-o", str(cli), "--engine", "fake", "-q").returncode == 0
@@ -173,3 +175,14 @@ def test_the_readme_python_example_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     exec(compile(code.replace('engine="rapidocr"', 'engine="fake"'), "README.md", "exec"), {})
     assert digests(tmp_path / "out") == SAMPLE_DOCS_FAKE
+
+
+def test_a_file_changed_between_submits_is_read_afresh_and_an_empty_selection_gives_no_pages(tmp_path, counter):
+    path = tmp_path / "doc.pdf"
+    with Converter(engine=counter, max_wait_ms=10) as conv:
+        save_pdf(path, [draw_page("first version"), draw_page("two")])
+        before = [f.result(timeout=60).markdown for f in conv.submit(path, pages="1")]
+        save_pdf(path, [draw_page("second version, longer"), draw_page("two")])
+        after = [f.result(timeout=60).markdown for f in conv.submit(path, pages="1")]
+        assert conv.submit(path, pages="7-") == []
+    assert before != after and len(before) == len(after) == 1

@@ -2,9 +2,10 @@
 thread per device, taking batches from the lanes when it is free; each runner loads on its first batch
 and stays loaded until `close()`).
 
-Before running a batch, the worker stages the next one if it is already waiting (`Engine.stage`: its
-copy to the device starts on a side stream), so that copy overlaps this batch's compute; after a batch,
-whatever happened, the engine releases its pages' buffers.
+Before running a batch, the worker of a runner that stages (`Runner.stage`: its copy to the device starts
+on a side stream) takes and stages the next one if it is already due, so that copy overlaps this batch's
+compute; a runner that does not stage gets its next batch only once it is free, so the latest interactive
+page goes first. After a batch, whatever happened, the runner releases its pages' buffers.
 
 A batch the engine rejects as a whole is split in halves until the page at fault is alone; that page
 is recorded as failed and its neighbours still get their output. An out-of-memory error also lowers the

@@ -3,7 +3,7 @@
 Every page of a batch goes through one `generate` call, left-padded, whatever its size (pages with more
 crops simply have longer prompts). The image preprocessing runs on the decode threads, straight into
 pooled host tiles; the infer worker copies a batch's tiles to the device while the batch before it computes
-(deepseek_inputs.py, gpu/staging.py). Greedy decoding with left padding gives each page the tokens it would
+(inputs.py, gpu/staging.py). Greedy decoding with left padding gives each page the tokens it would
 get alone. A windowed no-repeat-n-gram guard (ngram_guard.py) breaks most repetition loops; a page that
 still ends without the end token is run again alone with a stronger guard, and if it loops again it is
 written as it stands with status `truncated`: no page is dropped.
@@ -94,7 +94,7 @@ class DeepseekOcr2Engine(Engine):
         self.model: Any = None
         self.processor: Any = None
         self._path: str | None = None  # the checked checkpoint folder
-        self._prep: Any = None  # deepseek_inputs.Preprocessor, made by the first prepare()
+        self._prep: Any = None  # inputs.Preprocessor, made by the first prepare()
         self._prep_lock = threading.Lock()
         self._staging: Any = None  # gpu.staging.DeviceStaging, made by load()
 

@@ -22,6 +22,12 @@ class PageSlots:
     def has_room(self) -> bool:
         return self.used < self.capacity and not self._waiters
 
+    def try_take(self) -> bool:
+        if self.has_room():
+            self.used += 1
+            return True
+        return False
+
     async def take(self) -> None:
         if self.used < self.capacity and not self._waiters:
             self.used += 1

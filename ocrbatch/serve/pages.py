@@ -18,7 +18,8 @@ from .limits import PageSlots
 async def convert_pages(conv: Any, slots: PageSlots, path: Path, name: str, numbers: list[int], priority: str,
                         window: int, cancelled: Callable[[int], None]) -> AsyncIterator[tuple[int, PageResult]]:
     """(page number, result) for each of `numbers`, in order; each page takes a slot (waiting for one) before
-    it is submitted, and gives it back when it is done or cancelled."""
+    it is submitted, and gives it back when it is done or cancelled. At most `window` pages of the request
+    are submitted and unfinished at a time."""
     loop = asyncio.get_running_loop()
     pending: deque[tuple[int, Future]] = deque()
     left = iter(numbers)
@@ -35,37 +36,43 @@ async def convert_pages(conv: Any, slots: PageSlots, path: Path, name: str, numb
         running -= 1
         slots.give(1)
 
-    def adopt(got: Future | list[Future]) -> Future:
+    def adopt(future: Future) -> Future:
         nonlocal running
-        future = got[0] if isinstance(got, list) else got
         running += 1
         future.add_done_callback(finished)  # its slot comes back when it is done or cancelled
         return future
 
-    def submitted_late(task: asyncio.Future) -> None:  # we left while the submit was under way
+    def submitted_late(taken: int, task: asyncio.Future) -> None:  # we left while the submit was under way
         if task.cancelled() or task.exception() is not None:
-            slots.give(1)
-        elif conv.cancel([adopt(task.result())]):
-            cancelled(1)
+            slots.give(taken)
+        else:
+            futures = [adopt(f) for f in _as_list(task.result())]
+            n = conv.cancel(futures)
+            if n:
+                cancelled(n)
 
     try:
         number = next(left, None)
         while number is not None or pending:
             while number is not None and running < window:
+                # One submit for as many pages as have slots free now (one opening of the file), at least one.
                 await slots.take()
-                submit = partial(conv.submit, path, priority, pages=str(number), name=name)
+                chunk = [number]
+                number = next(left, None)
+                while number is not None and running + len(chunk) < window and slots.try_take():
+                    chunk.append(number)
+                    number = next(left, None)
+                submit = partial(conv.submit, path, priority, pages=",".join(map(str, chunk)), name=name)
                 task = loop.run_in_executor(None, submit)  # it opens the file: not on the event loop
                 try:
                     got = await asyncio.shield(task)
                 except asyncio.CancelledError:
-                    task.add_done_callback(submitted_late)
+                    task.add_done_callback(partial(submitted_late, len(chunk)))
                     raise
                 except BaseException:
-                    slots.give(1)
+                    slots.give(len(chunk))
                     raise
-                future = adopt(got)
-                pending.append((number, future))
-                number = next(left, None)
+                pending.extend(zip(chunk, (adopt(f) for f in _as_list(got)), strict=True))
             page, future = pending[0]
             result = await asyncio.shield(asyncio.wrap_future(future))
             pending.popleft()
@@ -75,3 +82,7 @@ async def convert_pages(conv: Any, slots: PageSlots, path: Path, name: str, numb
             n = conv.cancel([f for _, f in pending])
             if n:
                 cancelled(n)
+
+
+def _as_list(got: Future | list[Future]) -> list[Future]:
+    return got if isinstance(got, list) else [got]

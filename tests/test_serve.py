@@ -205,6 +205,8 @@ def test_bad_parameters_are_400(server):
     assert server.convert(png("x"), params={"priority": "urgent"}).status_code == 400
     r = server.convert(png("x"), params={"pages": "three"})
     assert r.status_code == 400 and "pages" in r.json()["error"]
+    no_file = httpx.post(server.url + "/v1/convert", headers=server.headers, files={"upload": ("a.png", png("x"))})
+    assert no_file.status_code == 400 and "'file'" in no_file.json()["error"]
 
 
 def test_an_upload_over_the_limit_is_413_declared_or_streamed(server):

@@ -24,6 +24,7 @@ from typing import Any, AsyncIterator
 
 import anyio
 from starlette.applications import Starlette
+from starlette.formparsers import MultiPartException, MultiPartParser
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -116,9 +117,13 @@ async def _convert(state: ServerState, request: Request) -> Response:
         return _error(state, 413, f"the upload is over --max-upload-mb {cfg.max_upload_mb:g} MB", "too_large")
     name, data = "upload", body
     if request.headers.get("content-type", "").startswith("multipart/form-data"):
-        form = await request.form()
+        try:
+            form = await MultiPartParser(request.headers, _once(body), max_files=1).parse()
+        except MultiPartException as exc:
+            return _error(state, 400, f"cannot read the multipart body: {exc.message}", "bad_request")
         upload = form.get("file")
         if upload is None or isinstance(upload, str):
+            await form.close()
             return _error(state, 400, "multipart upload without a file field named 'file'", "bad_request")
         name = PurePosixPath((upload.filename or "").replace("\\", "/")).name
         name = name if name not in ("", ".", "..") else "upload"
@@ -133,6 +138,7 @@ async def _convert(state: ServerState, request: Request) -> Response:
     handed_over = False  # to the job, which removes the file when the response is over
     try:
         await asyncio.to_thread(_spill, path, data)
+        del body, data  # the file holds it now; a long conversion need not keep it in memory
         try:
             count, multipage = await asyncio.to_thread(_probe, path, name)
         except DecodeError as exc:
@@ -152,6 +158,10 @@ async def _convert(state: ServerState, request: Request) -> Response:
     finally:
         if not handed_over:
             _remove(path)
+
+
+async def _once(body: bytes) -> AsyncIterator[bytes]:
+    yield body
 
 
 def _spill(path: Path, data: bytes) -> None:

@@ -70,9 +70,7 @@ async def read_body(request: Request, limit: int) -> bytes:
         if size > limit:
             raise TooLarge
         chunks.append(chunk)
-    body = b"".join(chunks)
-    request._body = body  # noqa: SLF001 - lets request.form() parse what was read (Starlette reads _body)
-    return body
+    return b"".join(chunks)
 
 
 def authorized(request: Request, token: str | None) -> bool:

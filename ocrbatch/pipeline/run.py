@@ -10,7 +10,6 @@ bulk lane and come back through its RunReply (lanes.py). With `--ray`, remote.py
 
 from __future__ import annotations
 
-import threading
 from typing import IO, Any, Callable
 
 from ..config import RunConfig
@@ -19,7 +18,7 @@ from ..manifest import Manifest
 from ..records import PageRef, PageResult, Status
 from . import decode, discover, remote, write
 from .lanes import RunReply
-from .queue import ClosableQueue, Closed
+from .queue import ClosableQueue, stage_thread
 from .service import Service
 from .stats import Snapshot, Stats, Summary, summary_dict
 
@@ -70,7 +69,7 @@ class _Run:
                                                   [(f"decode-{i}", self.decode) for i in range(self.config.workers)])
         if self.devices is not None:
             self.devices.watchers.append(self.stats)
-        threads = [threading.Thread(target=self._guard(fn), name=name, daemon=True) for name, fn in stages]
+        threads = [stage_thread(name, fn, on_error=self.stop) for name, fn in stages]
         if watch is not None:
             watch(self.snapshot)
         for t in threads:
@@ -90,16 +89,6 @@ class _Run:
         if self.crash is not None:
             raise self.crash
         return self._summary()
-
-    def _guard(self, fn: Callable[[], None]) -> Callable[[], None]:
-        def target() -> None:
-            try:
-                fn()
-            except Closed:
-                pass  # stopped elsewhere
-            except BaseException as exc:  # noqa: BLE001 - handed to the main thread
-                self.stop(exc)
-        return target
 
     def stop(self, crash: BaseException | None = None) -> None:
         """Stop early (`crash`: raised by the main thread): the queues wake every thread; this run's pages

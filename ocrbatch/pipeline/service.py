@@ -48,17 +48,13 @@ class Service:
                                    lambda d: load_reader(d, self.sampler.latest), room=ROOM)
         self.sampler.start()
 
-    def abort(self) -> None:
-        """Work stops early: wake decode threads held back by the engine's buffers."""
-        self.front.abort()
-
     def close(self, wait: bool = True) -> None:
         """Finish what waits (with `wait`) and unload the engine."""
         try:
             if self.devices is not None:
                 if wait:
                     self.devices.close()
-                else:
+                else:  # stopping early: wake decode threads held back by the engine's buffers, wait for nothing
                     self.front.abort()
                     self.lanes.close()
             elif self.config.ray == "local":

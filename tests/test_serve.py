@@ -261,8 +261,9 @@ def test_a_client_that_disconnects_frees_its_pages(server, pool, tmp_path, accep
         until(lambda: len(server.batches()) == n0 + 1, "the blocker's batch to start")
         cancelled0 = server.metric("ocrbatch_http_pages_total", status="cancelled")
         sock = socket.create_connection((server.host, server.port))
-        sock.sendall(f"POST /v1/convert HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n"
-                     f"Accept: {accept}\r\nContent-Type: application/pdf\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+        head = (f"POST /v1/convert HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\nAccept: {accept}\r\n"
+                f"Content-Type: application/pdf\r\nContent-Length: {len(body)}\r\n\r\n")
+        sock.sendall(head.encode() + body)
         until(lambda: server.metric("ocrbatch_queue_depth", lane="interactive") == 4, "its four pages queued")
         sock.close()
         until(lambda: server.metric("ocrbatch_http_pages_total", status="cancelled") == cancelled0 + 4,

@@ -88,7 +88,8 @@ def convert(
                                       help="Engine workers on the Ray cluster (default: one per GPU, "
                                            "or one per 2 CPUs for a CPU engine)."),
     max_batch: int = _opt("max_batch", 8, "--max-batch", help="Most pages in one engine batch."),
-    max_wait_ms: int = _opt("max_wait_ms", 200, "--max-wait-ms", help="Longest a page waits for its batch to fill."),
+    max_wait_ms: int = _opt("max_wait_ms", 200, "--max-wait-ms",
+                            help="Longest a page waits for its batch to fill."),
     workers: Optional[int] = _opt("workers", None, "--workers", "-j", help="Decode threads (default: up to 4)."),
     pages: Optional[str] = _opt("pages", None, "--pages", help="Pages to convert, e.g. 1-3,7,10- ."),
     max_pixels: int = _opt("max_pixels", 200_000_000, "--max-pixels",
@@ -205,6 +206,57 @@ def bench(
         return bench_main(config, json_out=as_json, quiet=quiet)
 
     _exit_with(run_bench, verbose)
+
+
+@app.command()
+def serve(
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (0.0.0.0: every interface)."),
+    port: int = typer.Option(8000, "--port", "-p", help="Port to listen on (0: any free one, printed)."),
+    engine: str = _opt("engine", "rapidocr", "--engine", "-e",
+                       help="rapidocr, deepseek-ocr2 (needs --model), fake or fake-timed (load tests)."),
+    model: Optional[str] = _opt("model", None, "--model", "-m",
+                                help="deepseek-ocr2 weights: a local folder or a Hugging Face id."),
+    dtype: str = _opt("dtype", "auto", "--dtype", help="auto, bfloat16, float16 or float32 (deepseek-ocr2)."),
+    prompt: str = _opt("prompt", "markdown", "--prompt", help="markdown, free, or your own text (deepseek-ocr2)."),
+    max_new_tokens: int = _opt("max_new_tokens", 8192, "--max-new-tokens",
+                               help="Most tokens per page (deepseek-ocr2)."),
+    threads: Optional[int] = _opt("threads", None, "--threads", help="CPU threads for the engine."),
+    devices: str = _opt("devices", "auto", "--devices", help="Where engines run: auto, cpu, 0,1 or cuda:0."),
+    dpi: int = _opt("dpi", 150, "--dpi", help="Resolution for rendering PDF pages."),
+    text_layer: str = _opt("text_layer", "auto", "--text-layer", help="PDF text layers: auto, off or only."),
+    max_batch: int = _opt("max_batch", 8, "--max-batch", help="Most pages in one engine batch."),
+    max_wait_ms: int = _opt("max_wait_ms", 200, "--max-wait-ms",
+                            help="Longest a page waits for its batch to fill."),
+    workers: Optional[int] = _opt("workers", None, "--workers", "-j", help="Decode threads (default: up to 4)."),
+    max_upload_mb: float = typer.Option(50.0, "--max-upload-mb", help="Larger uploads are refused (413)."),
+    max_queue: int = typer.Option(256, "--max-queue",
+                                  help="Most pages held for requests at once; a request beyond is refused "
+                                       "(503 with Retry-After)."),
+    token: Optional[str] = typer.Option(None, "--token", envvar="OCRBATCH_TOKEN", show_envvar=True,
+                                        help="Require Authorization: Bearer TOKEN on /v1/* (401 without)."),
+    drain_s: float = typer.Option(30.0, "--drain-s", metavar="SECONDS",
+                                  help="On SIGTERM, how long requests in flight may take to finish."),
+    quiet: bool = _opt("quiet", False, "-q", "--quiet", help="Print only errors."),
+    verbose: int = _opt("verbose", 0, "-v", "--verbose", count=True, help="Server logs (-vv: every request)."),
+) -> None:
+    """Serve conversions over HTTP: one loaded engine; concurrent requests share its batches."""
+    _setup_logging(quiet, verbose)
+
+    def run_server() -> int:
+        try:
+            from .serve.run import serve as serve_main
+        except ImportError as exc:
+            raise UsageError(f"ocrbatch serve needs the serve extra: pip install 'ocrbatch[serve]' ({exc})") from exc
+        from .serve.config import ServeConfig
+
+        config = ServeConfig(host=host, port=port, max_upload_mb=max_upload_mb, max_queue=max_queue,
+                             token=token, drain_s=drain_s, window=2 * max(1, max_batch))
+        options = dict(engine=engine, model=model, dtype=dtype, prompt=prompt, max_new_tokens=max_new_tokens,
+                       threads=threads, devices=devices, dpi=dpi, text_layer=text_layer, max_batch=max_batch,
+                       max_wait_ms=max_wait_ms, workers=workers)
+        return serve_main(options, config, verbose=verbose, quiet=quiet)
+
+    _exit_with(run_server, verbose)
 
 
 @app.command()

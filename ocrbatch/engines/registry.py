@@ -13,6 +13,7 @@ _BUILTIN = {
     "rapidocr": "ocrbatch.engines.rapid:RapidOcrEngine",
     "deepseek-ocr2": "ocrbatch.engines.deepseek_ocr2.engine:DeepseekOcr2Engine",
     "fake": "ocrbatch.engines.fake:FakeEngine",
+    "fake-timed": "ocrbatch.engines.fake:TimedFakeEngine",
 }
 _EXTRA: dict[str, Callable[[EngineOptions], Engine]] = {}
 

@@ -176,7 +176,6 @@ class LoadCounter(RecordingEngine):
         super().load(device)
 
 
-
 class MarkingEngine(FakeEngine):
     """Writes a file `batch-N` into $OCRBATCH_TEST_MARKS when it starts its N-th batch, then takes
     $OCRBATCH_TEST_BATCH_S seconds over it: a test can signal the run while a batch is in progress."""
@@ -191,4 +190,23 @@ class MarkingEngine(FakeEngine):
         n = len(list(marks.glob("batch-*"))) + 1
         (marks / f"batch-{n}").write_text("\n".join(f"{p.ref.source.display} {p.ref.page}" for p in pages))
         time.sleep(float(os.environ.get("OCRBATCH_TEST_BATCH_S", "1")))
+        return super().infer(pages)
+
+
+class GateEngine(FakeEngine):
+    """For the server tests, which run it in another process: appends each batch's size to the file named by
+    OCRBATCH_TEST_BATCHES, then holds the batch while the file named by OCRBATCH_TEST_GATE exists (the test
+    removes it to let batches run). So a test can keep pages waiting without depending on timing."""
+
+    name = "gate"
+
+    def infer(self, pages):
+        import os
+
+        log, gate = os.environ.get("OCRBATCH_TEST_BATCHES"), os.environ.get("OCRBATCH_TEST_GATE")
+        if log:
+            with open(log, "a") as fh:
+                fh.write(f"{len(pages)}\n")
+        while gate and os.path.exists(gate):
+            time.sleep(0.01)
         return super().infer(pages)

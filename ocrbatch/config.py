@@ -71,6 +71,21 @@ def default_workers() -> int:
 
 
 @dataclass(frozen=True)
+class ServiceConfig:
+    """The engine side of a run, kept by a Converter across runs (pipeline/service.py)."""
+
+    engine: str = "rapidocr"
+    engine_options: EngineOptions = field(default_factory=EngineOptions)
+    devices: str = "auto"
+    max_batch: int = 8  # the first cap
+    max_batch_auto: bool = False  # the cap grows while throughput gains (gpu/throughput.py)
+    max_wait_s: float = 0.2
+    workers: int = 4  # decode threads feeding it (sizes the buffers)
+    ray: str | None = None
+    starve_s: float = 5.0  # the longest a bulk page waits while interactive pages keep coming
+
+
+@dataclass(frozen=True)
 class RunConfig:
     inputs: tuple[str, ...]
     output: Path
@@ -86,7 +101,7 @@ class RunConfig:
     force: bool = False
     null_separated: bool = False  # `-` reads NUL-separated paths (find -print0)
     text_layer: str = "auto"  # PDF text layer: auto (use it when usable), off (always OCR), only (never OCR)
-    ray: str | None = None  # convert on a Ray cluster: auto, local, or the head's address (cluster.py)
+    ray: str | None = None  # convert on a Ray cluster: auto, local, or the head's address (pipeline/remote.py)
     ray_workers: int | None = None  # actors on it; None: one per GPU, or per `threads` CPUs
     max_pixels: int = 200_000_000  # an image frame larger than this fails as a page (images.DEFAULT_MAX_PIXELS)
 
@@ -117,3 +132,82 @@ class RunConfig:
     @property
     def max_wait_s(self) -> float:
         return self.max_wait_ms / 1000.0
+
+    @classmethod
+    def build(cls, inputs: tuple[str, ...], output: Path, *, model: str | None = None, dtype: str = "auto",
+              prompt: str = "markdown", max_new_tokens: int = 8192, threads: int | None = None,
+              workers: int | None = None, pages: str | PageSelection | None = None, schedule: str = "continuous",
+              quantize: str = "none", max_batch: int | str = 8, **fields) -> "RunConfig":
+        """From the command line's flat options (engine options in, `pages` as text, `max_batch` a number or
+        auto)."""
+        start, auto = parse_max_batch(max_batch)
+        return cls(inputs=tuple(inputs), output=output, workers=workers or default_workers(),
+                   engine_options=EngineOptions(model=model, dtype=dtype, prompt=prompt,
+                                                max_new_tokens=max_new_tokens, threads=threads, schedule=schedule,
+                                                quantize=quantize),
+                   pages=PageSelection.parse(pages) if isinstance(pages, str) else pages, max_batch=start,
+                   max_batch_auto=auto, **fields)
+
+    @property
+    def service(self) -> ServiceConfig:
+        return ServiceConfig(engine=self.engine, engine_options=self.engine_options, devices=self.devices,
+                             max_batch=self.max_batch, max_batch_auto=self.max_batch_auto,
+                             max_wait_s=self.max_wait_s, workers=self.workers,
+                             ray=self.ray)
+
+
+# Every `convert` option can come from the environment (flags win): option name → variable.
+ENV = {name: "OCRBATCH_" + name.upper() for name in (
+    "output", "engine", "model", "dtype", "prompt", "max_new_tokens", "threads", "devices", "dpi", "text_layer",
+    "ray", "ray_workers", "max_batch", "schedule", "quantize", "max_wait_ms", "workers", "pages", "max_pixels",
+    "force", "null", "json",
+    "quiet", "no_progress", "log_every", "metrics_file", "verbose")}
+_INTS = {"max_new_tokens", "threads", "dpi", "ray_workers", "max_wait_ms", "workers", "verbose",
+         "max_pixels"}
+_FLAGS = {"force", "null", "json", "quiet", "no_progress"}
+# The options a Converter takes (the others belong to one run, or to the command line).
+CONVERTER_OPTIONS = ("engine", "model", "dtype", "prompt", "max_new_tokens", "threads", "devices", "dpi",
+                     "text_layer", "ray", "ray_workers", "max_batch", "max_wait_ms", "workers", "max_pixels",
+                     "schedule", "quantize")
+
+
+def parse_max_batch(value: "int | str") -> tuple[int, bool]:
+    """(first cap, grows automatically) from --max-batch: a number, or auto."""
+    if isinstance(value, int):
+        return value, False
+    if str(value).strip().lower() == "auto":
+        return 8, True
+    try:
+        return int(value), False
+    except ValueError:
+        raise UsageError(f"--max-batch {value!r}: give a number of pages, or auto") from None
+
+
+def env_options(environ: "os._Environ[str] | dict[str, str]") -> dict[str, object]:
+    """The options set in `environ` (OCRBATCH_ENGINE=... → {"engine": ...}), typed; UsageError if unreadable."""
+    found: dict[str, object] = {}
+    for name, var in ENV.items():
+        raw = environ.get(var)
+        if raw is None or raw == "":
+            continue
+        if name in _INTS:
+            try:
+                found[name] = int(raw)
+            except ValueError:
+                raise UsageError(f"{var}={raw!r}: a whole number is needed") from None
+        elif name == "max_batch":
+            if raw.strip().lower() != "auto" and not raw.strip().isdigit():
+                raise UsageError(f"{var}={raw!r}: a whole number or auto is needed")
+            found[name] = raw.strip()
+        elif name in _FLAGS:
+            if raw.lower() not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+                raise UsageError(f"{var}={raw!r}: use 1/true/yes or 0/false/no")
+            found[name] = raw.lower() in ("1", "true", "yes", "on")
+        elif name == "log_every":
+            try:
+                found[name] = float(raw)
+            except ValueError:
+                raise UsageError(f"{var}={raw!r}: a number of seconds is needed") from None
+        else:
+            found[name] = raw
+    return found

@@ -13,7 +13,6 @@ from ocrbatch.pipeline.run import run
 
 import engines
 from conftest import draw_page, manifest, save_pdf
-from ocrbatch.engines import registry
 
 ray = pytest.importorskip("ray")
 ray.cloudpickle.register_pickle_by_value(engines)  # the workers get the fault engines' code with the task
@@ -72,10 +71,8 @@ def test_a_gpu_engine_on_a_cluster_without_gpus_is_an_engine_load_error(cluster,
 
 
 @pytest.fixture()
-def fault_engine(request):
-    registry.register(request.param.name, request.param)
-    yield request.param.name
-    registry.unregister(request.param.name)
+def fault_engine(request, register_engine):
+    return register_engine(request.param)
 
 
 @pytest.mark.parametrize("fault_engine", [engines.CrashOnPage], indirect=True)

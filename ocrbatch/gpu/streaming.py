@@ -39,7 +39,8 @@ class StreamRunner:
 
     def run(self, first: Any, take: Callable[[bool], Any], busy: Callable[[float], None],
             begin: Callable[[], None] | None) -> None:
-        from ..pipeline.infer import forget_frames, is_out_of_memory
+        from ..errors import is_out_of_memory
+        from ..pipeline.infer import forget_frames
 
         worker, decoder = self.worker, self.decoder
         self._add(first.pages)
@@ -47,6 +48,7 @@ class StreamRunner:
             worker.memory.begin()
         window = (0, 0.0, decoder.figures.useful, 0)  # steps, seconds, tokens so far, rows summed
         while True:
+            worker.holding = decoder.pages()  # failed with the error if this loop breaks (a bug)
             while len(decoder.waiting) < max(1, self.cap() - decoder.active):
                 batch = take(decoder.idle())  # block only when there is nothing to decode
                 if batch is None:

@@ -66,6 +66,12 @@ def convert(
     threads: Optional[int] = typer.Option(None, "--threads",
                                           help="CPU threads for the engine (rapidocr: default the CPUs available, "
                                                "up to 8; with --ray, the CPUs each worker takes, default 2)."),
+    model_size: str = typer.Option("tiny", "--model-size",
+                                   help="rapidocr: tiny (PP-OCRv6 tiny models; unsure lines read again with small) "
+                                        "or small (the small models throughout: slower)."),
+    keep_furniture: bool = typer.Option(False, "--keep-furniture",
+                                        help="rapidocr: keep running heads and feet, page numbers and margin "
+                                             "stamps (left out by default)."),
     devices: str = typer.Option("auto", "--devices",
                                 help="Where engines run: auto (every GPU for a GPU engine), cpu, 0,1 or cuda:0; "
                                      "one worker per device."),
@@ -107,7 +113,7 @@ def convert(
         config = RunConfig(
             inputs=tuple(inputs), output=output, engine=engine,
             engine_options=EngineOptions(model=model, dtype=dtype, prompt=prompt, max_new_tokens=max_new_tokens,
-                                         threads=threads),
+                                         threads=threads, model_size=model_size, keep_furniture=keep_furniture),
             devices=devices, dpi=dpi, text_layer=text_layer, max_batch=max_batch, max_wait_ms=max_wait_ms,
             workers=workers or default_workers(), pages=PageSelection.parse(pages) if pages else None,
             force=force, null_separated=null, ray=ray, ray_workers=ray_workers,

@@ -51,6 +51,8 @@ class EngineOptions:
     threads: int | None = None  # CPU threads for the engine (rapidocr: tasks in parallel; torch on a CPU)
     buffer_pages: int = 0  # pages whose preprocessed inputs may wait in buffers at once; 0: the engine's default
     pin_memory: bool | None = None  # page-locked host buffers; None: when CUDA is available
+    model_size: str = "tiny"  # rapidocr: tiny | small PP-OCRv6 models
+    keep_furniture: bool = False  # rapidocr: keep running heads and feet, page numbers, margin stamps
 
 
 def available_cpus() -> int:
@@ -96,6 +98,8 @@ class RunConfig:
             raise UsageError("--workers must be at least 1")
         if self.engine_options.threads is not None and self.engine_options.threads < 1:
             raise UsageError("--threads must be at least 1")
+        if self.engine_options.model_size not in ("tiny", "small"):
+            raise UsageError(f"--model-size must be tiny or small, not {self.engine_options.model_size!r}")
         if self.ray_workers is not None and self.ray_workers < 1:
             raise UsageError("--ray-workers must be at least 1")
         if self.ray_workers is not None and not self.ray:

@@ -174,5 +174,5 @@ def page_markdown(text: PageText, dpi: float) -> TextLayerPage | None:
         return None
     scale = dpi / 72.0
     w, h = _turned_size(text, turn)
-    md = lines_to_markdown(lines, int(w * scale), int(h * scale))
+    md = lines_to_markdown(lines, int(w * scale), int(h * scale), keep_furniture=True)
     return TextLayerPage(md, len(lines), sum(len(l.text) for l in lines), turn)

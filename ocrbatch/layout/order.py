@@ -14,6 +14,7 @@ splits that led to it), so later steps know when text moves on to another column
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -21,6 +22,25 @@ from ..records import TextLine
 from .geometry import body_height, core
 
 Column = tuple[int, ...]
+FURNITURE = {("head",), ("foot",)}  # the columns of running heads and feet
+# a page number at either end of a line ("7", "Page 7", "2 / 86"), a year, a copyright or download stamp
+_FOLIO = re.compile(r"^\W*(?:page\s+)?\d{1,4}(?:\s*/\s*\d{1,4})?\b|\b\d{1,4}(?:\s*/\s*\d{1,4})?\W*$"
+                    r"|\b(?:19|20)\d\d\b|©|\bcopyright\b|\bdownloaded from\b", re.IGNORECASE)
+
+
+def is_furniture(region: "Region", h: float) -> bool:
+    """A running head or foot: a thin band set apart at the top or bottom of the page (see
+    `_margin_bands`), not in title type, that carries a page number at a line's end, a year, a
+    copyright line or a download stamp. A receipt's shop name or closing thanks, a document's title, stays."""
+    return (region.column in FURNITURE and max(l.height for l in region.lines) <= 1.3 * h
+            and any(_FOLIO.search(l.text) for l in region.lines))
+
+
+def is_margin_stamp(line: TextLine, page_width: float) -> bool:
+    """Text running up or down a side margin ("Downloaded from ... on DATE", an arXiv stamp)."""
+    x0, y0, x1, y1 = line.box
+    tall = (y1 - y0) >= 4 * (x1 - x0)
+    return tall and (x1 <= 0.12 * page_width or x0 >= 0.88 * page_width)
 
 
 @dataclass
@@ -45,9 +65,22 @@ class _Cutter:
         if width < max(0.2 * self.text_width, 8 * self.h):
             return False
         widths = sorted(l.box[2] - l.box[0] for l in side)
-        return widths[(3 * len(widths)) // 4] >= 0.6 * width
+        if widths[(3 * len(widths)) // 4] >= 0.6 * width:
+            return True  # mostly full lines: prose
+        # Code, commands and short entries: ragged lines, but most start at the column's left edge
+        # (a table's or a receipt's cells sit at several left edges within their side).
+        left = min(l.box[0] for l in side)
+        aligned = sum(1 for l in side if l.box[0] - left <= 2.5 * self.h)
+        return len(side) >= 4 and widths[(3 * len(widths)) // 4] >= 0.35 * width and aligned >= 0.7 * len(side)
 
-    def gutter(self, lines: list[TextLine]):
+    def _is_columns(self, side: list[TextLine], depth: int) -> bool:
+        """A side of a gutter is text set in columns: one text column, or several side by side
+        (the right side of the first gutter of a three-column page holds two columns)."""
+        if self._is_text_column(side):
+            return True
+        return depth < 4 and len(side) >= 4 and self.gutter(side, depth + 1) is not None
+
+    def gutter(self, lines: list[TextLine], depth: int = 0):
         """The best split of `lines` at a gutter: (left, right, strip), or None.
 
         `strip` runs from the left column's right edge to the right column's left edge; a line
@@ -76,7 +109,7 @@ class _Cutter:
             right = [l for l in right if _covers(l, strip) < 0.6]
             if len(crossing) > 0.5 * (len(left) + len(right)):
                 continue
-            if not (self._is_text_column(left) and self._is_text_column(right)):
+            if not (self._is_columns(left, depth) and self._is_columns(right, depth)):
                 continue
             key = (min(len(left), len(right)), b - a)
             if best_key is None or key > best_key:
@@ -98,10 +131,38 @@ class _Cutter:
                 reach = max(reach, c1)
         return out
 
+    def _spanned(self, lines: list[TextLine]) -> list[list[TextLine]]:
+        """`lines` cut into horizontal sections at the bands holding a line that spans most of
+        their width (a title or banner across the columns): the columns above and below such a line
+        may differ in number and place (three columns of one story, four of the next)."""
+        x0 = min(l.box[0] for l in lines)
+        x1 = max(l.box[2] for l in lines)
+        if x1 - x0 < 16 * self.h:
+            return [lines]
+        out: list[list[TextLine]] = []
+        run: list[TextLine] = []
+        for band in self.bands(lines):
+            if any(l.box[2] - l.box[0] >= 0.7 * (x1 - x0) for l in band):
+                if run:
+                    out.append(run)
+                    run = []
+                out.append(band)
+            else:
+                run += band
+        if run:
+            out.append(run)
+        return out if len(out) > 1 and all(len(o) < len(lines) for o in out) else [lines]
+
     # -- recursion ------------------------------------------------------------------------
     def cut(self, lines: list[TextLine], column: Column, depth: int = 0) -> list[Region]:
         if len(lines) <= 1 or depth > 30:
             return [Region(lines, column)]
+        sections = self._spanned(lines)
+        if len(sections) > 1:
+            out: list[Region] = []
+            for section in sections:
+                out += self.cut(section, column, depth + 1)
+            return out
         split = self.gutter(lines)
         if split is not None:
             return self._sections(lines, split, column, depth)
@@ -124,7 +185,7 @@ class _Cutter:
             if run:
                 left = [l for l in run if id(l) in left_ids]
                 right = [l for l in run if id(l) not in left_ids]
-                if len(run) == len(lines) or (self._is_text_column(left) and self._is_text_column(right)):
+                if len(run) == len(lines) or (self._is_columns(left, 0) and self._is_columns(right, 0)):
                     out.extend(self.cut(left, column + (0,), depth + 1) if left else [])
                     out.extend(self.cut(right, column + (1,), depth + 1) if right else [])
                 else:  # this stretch is no two-column text (a table, a form): cut it on its own

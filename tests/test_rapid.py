@@ -135,3 +135,14 @@ def test_threads_option_sets_the_engines_parallel_tasks(tmp_path):
     summary = json.loads(r.stdout)
     assert summary["engine"]["threads"] == 1 and summary["pages_ok"] == 1
     assert "Threads test page" in (tmp_path / "out" / "page.md").read_text()
+
+
+def test_model_size_is_part_of_the_engine_identity_and_checked(tmp_path):
+    from conftest import draw_page, run_cli
+
+    tiny = RapidOcrEngine(EngineOptions()).identity()
+    small = RapidOcrEngine(EngineOptions(model_size="small")).identity()
+    assert tiny != small and "tiny" in tiny and "small" in small  # resume never mixes the two
+    draw_page("Model size page").save(tmp_path / "page.png")
+    r = run_cli("convert", str(tmp_path / "page.png"), "-o", str(tmp_path / "out"), "--model-size", "huge")
+    assert r.returncode == 2 and "--model-size" in r.stderr

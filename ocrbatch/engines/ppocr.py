@@ -231,8 +231,7 @@ def crop_line(bgr: np.ndarray, quad: np.ndarray, height: int = REC_HEIGHT) -> np
     return _warp(bgr, quad, out_w, height)
 
 
-WIDE_GAP = 1.0  # blank stretch inside a line crop, in crop heights, that always separates two pieces
-GAP = 0.45  # a shorter blank stretch separates pieces where several lines have one at the same place
+GAP = 0.45  # a blank stretch inside a line crop (crop heights) that may separate two columns...
 GUTTER_LINES = 3  # lines with a gap at the same x that make it a gutter...
 GUTTER_SHARE = 0.25  # ...if they are this share of the long lines running over that x (word spaces line up far less)
 
@@ -241,10 +240,10 @@ def split_at_gutters(crops: list[np.ndarray], quads: np.ndarray) -> tuple[list[n
     """Cut detected lines that run across a column gutter into their pieces.
 
     On pages with narrow gutters (three-column newsletters, IEEE papers) the detector often joins
-    the lines of neighbouring columns into one box. A blank stretch inside a line wider than
-    `WIDE_GAP` crop heights separates two columns or cells, not two words; a narrower one (wide
-    justified word spaces come close to a narrow gutter) only where at least `GUTTER_LINES` lines
-    have a blank stretch over the same x on the page, and a good share of the lines over that x do. The pieces' quads follow the original's top
+    the lines of neighbouring columns into one box. A blank stretch inside a line separates two
+    columns (wide justified word spaces come close to a narrow gutter, and an equation or a
+    receipt line has wider ones) only where at least `GUTTER_LINES` lines have a blank stretch
+    over the same x on the page, and a good share of the lines over that x do. The pieces' quads follow the original's top
     and bottom edges, so a skewed line stays skewed.
     """
     gaps = [_blank_runs(c, q) for c, q in zip(crops, quads)]
@@ -261,8 +260,7 @@ def split_at_gutters(crops: list[np.ndarray], quads: np.ndarray) -> tuple[list[n
     out_crops, out_quads = [], []
     for c, q, runs in zip(crops, quads, gaps):
         h, w = c.shape[:2]
-        cuts = [(a, b) for a, b in runs if b - a >= WIDE_GAP * h or
-                gutter[int(_page_x(q, a / w)):int(_page_x(q, b / w)) + 1].any()]
+        cuts = [(a, b) for a, b in runs if gutter[int(_page_x(q, a / w)):int(_page_x(q, b / w)) + 1].any()]
         if not cuts:
             out_crops.append(c)
             out_quads.append(q)

@@ -58,6 +58,25 @@ class _Cutter:
         self.min_vgap = 0.5 * self.h
 
     # -- gutters ------------------------------------------------------------------------
+    def _is_entry_list(self, side: list[TextLine], gutter: float) -> bool:
+        """Entries of a reference card or a glossary: rows of a term and its description (at most
+        two cells), each row starting at the side's left edge, the space between term and
+        description clearly narrower than the gutter. Two columns of a table split down the
+        middle have cell gaps as wide as the gap between them, so they do not pass."""
+        rows: list[list[TextLine]] = []
+        for line in sorted(side, key=lambda l: core(l)[0]):
+            if rows and core(line)[0] < max(core(l)[1] for l in rows[-1]):
+                rows[-1].append(line)
+            else:
+                rows.append([line])
+        if len(rows) < 3 or any(len(r) > 2 for r in rows):
+            return False
+        left = min(l.box[0] for l in side)
+        starts = sum(1 for r in rows if min(l.box[0] for l in r) - left <= 2.5 * self.h)
+        inner = [max(r, key=lambda l: l.box[0]).box[0] - min(r, key=lambda l: l.box[0]).box[2]
+                 for r in rows if len(r) == 2]
+        return starts >= 0.8 * len(rows) and len(inner) >= 2 and max(inner) < 0.8 * gutter
+
     def _is_text_column(self, side: list[TextLine]) -> bool:
         if len(side) < 2:
             return False
@@ -73,10 +92,11 @@ class _Cutter:
         aligned = sum(1 for l in side if l.box[0] - left <= 2.5 * self.h)
         return len(side) >= 4 and widths[(3 * len(widths)) // 4] >= 0.35 * width and aligned >= 0.7 * len(side)
 
-    def _is_columns(self, side: list[TextLine], depth: int) -> bool:
-        """A side of a gutter is text set in columns: one text column, or several side by side
-        (the right side of the first gutter of a three-column page holds two columns)."""
-        if self._is_text_column(side):
+    def _is_columns(self, side: list[TextLine], depth: int, gutter: float) -> bool:
+        """A side of a gutter `gutter` wide is text set in columns: one text column or list of
+        entries, or several side by side (the right side of the first gutter of a three-column
+        page holds two columns)."""
+        if self._is_text_column(side) or self._is_entry_list(side, gutter):
             return True
         return depth < 4 and len(side) >= 4 and self.gutter(side, depth + 1) is not None
 
@@ -109,7 +129,7 @@ class _Cutter:
             right = [l for l in right if _covers(l, strip) < 0.6]
             if len(crossing) > 0.5 * (len(left) + len(right)):
                 continue
-            if not (self._is_columns(left, depth) and self._is_columns(right, depth)):
+            if not (self._is_columns(left, depth, b - a) and self._is_columns(right, depth, b - a)):
                 continue
             key = (min(len(left), len(right)), b - a)
             if best_key is None or key > best_key:
@@ -185,7 +205,8 @@ class _Cutter:
             if run:
                 left = [l for l in run if id(l) in left_ids]
                 right = [l for l in run if id(l) not in left_ids]
-                if len(run) == len(lines) or (self._is_columns(left, 0) and self._is_columns(right, 0)):
+                if len(run) == len(lines) or (self._is_columns(left, 0, strip[1] - strip[0]) and
+                                              self._is_columns(right, 0, strip[1] - strip[0])):
                     out.extend(self.cut(left, column + (0,), depth + 1) if left else [])
                     out.extend(self.cut(right, column + (1,), depth + 1) if right else [])
                 else:  # this stretch is no two-column text (a table, a form): cut it on its own

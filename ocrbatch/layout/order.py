@@ -151,6 +151,29 @@ class _Cutter:
                 reach = max(reach, c1)
         return out
 
+    def _section_break(self, left: list[TextLine], right: list[TextLine]) -> float | None:
+        """Where a page of balanced two-column sections starts a new section: one column is blank
+        for two lines or more while the other holds at most a short line there (the section's
+        title), and both columns stop above it and go on below it at the same heights. Text is then read section by section, each left then right.
+        In ordinary two-column text a blank stretch in one column faces full lines in the other."""
+        for a, b in ((left, right), (right, left)):
+            ordered = sorted(a, key=lambda l: core(l)[0])
+            reach = core(ordered[0])[1]
+            for line in ordered[1:]:
+                top = core(line)[0]
+                if top - reach >= 2 * self.h:
+                    facing = [l for l in b if core(l)[1] > reach and core(l)[0] < top]
+                    width = max(l.box[2] for l in b) - min(l.box[0] for l in b)
+                    ends = [core(l)[1] for l in b if core(l)[1] <= reach + 0.6 * self.h and l not in facing]
+                    starts = [core(l)[0] for l in b if core(l)[0] >= top - 0.6 * self.h and l not in facing]
+                    # balanced: the other column ends and starts again where this one does
+                    if len(facing) <= 1 and all(l.box[2] - l.box[0] < 0.6 * width for l in facing) \
+                            and ends and starts and abs(max(ends) - reach) <= 0.6 * self.h \
+                            and abs(min(starts) - top) <= 0.6 * self.h:
+                        return reach
+                reach = max(reach, core(line)[1])
+        return None
+
     def _spanned(self, lines: list[TextLine]) -> list[list[TextLine]]:
         """`lines` cut into horizontal sections at the bands holding a line that spans most of
         their width (a title or banner across the columns): the columns above and below such a line
@@ -185,6 +208,11 @@ class _Cutter:
             return out
         split = self.gutter(lines)
         if split is not None:
+            y = self._section_break(split[0], split[1])
+            if y is not None:
+                above = [l for l in lines if sum(core(l)) / 2 < y]
+                below = [l for l in lines if sum(core(l)) / 2 >= y]
+                return self.cut(above, column, depth + 1) + self.cut(below, column, depth + 1)
             return self._sections(lines, split, column, depth)
         bands = self.bands(lines)
         if len(bands) == 1:

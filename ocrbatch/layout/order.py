@@ -153,7 +153,7 @@ class _Cutter:
 
     def _section_break(self, left: list[TextLine], right: list[TextLine]) -> float | None:
         """Where a page of balanced two-column sections starts a new section: one column is blank
-        for two lines or more while the other holds at most a short line there (the section's
+        for two lines or more while the other holds one short line there (the section's
         title), and both columns stop above it and go on below it at the same heights. Text is then read section by section, each left then right.
         In ordinary two-column text a blank stretch in one column faces full lines in the other."""
         for a, b in ((left, right), (right, left)):
@@ -167,7 +167,7 @@ class _Cutter:
                     ends = [core(l)[1] for l in b if core(l)[1] <= reach + 0.6 * self.h and l not in facing]
                     starts = [core(l)[0] for l in b if core(l)[0] >= top - 0.6 * self.h and l not in facing]
                     # balanced: the other column ends and starts again where this one does
-                    if len(facing) <= 1 and all(l.box[2] - l.box[0] < 0.6 * width for l in facing) \
+                    if len(facing) == 1 and facing[0].box[2] - facing[0].box[0] < 0.6 * width \
                             and ends and starts and abs(max(ends) - reach) <= 0.6 * self.h \
                             and abs(min(starts) - top) <= 0.6 * self.h:
                         return reach

@@ -233,6 +233,7 @@ def crop_line(bgr: np.ndarray, quad: np.ndarray, height: int = REC_HEIGHT) -> np
 
 GAP = 0.45  # a blank stretch inside a line crop (crop heights) that may separate two columns...
 GUTTER_LINES = 3  # lines with a gap at the same x that make it a gutter...
+GUTTER_ROWS = 4.5  # ...spread over at least this many line heights down the page...
 GUTTER_SHARE = 0.25  # ...if they are this share of the long lines running over that x (word spaces line up far less)
 
 
@@ -243,20 +244,28 @@ def split_at_gutters(crops: list[np.ndarray], quads: np.ndarray) -> tuple[list[n
     the lines of neighbouring columns into one box. A blank stretch inside a line separates two
     columns (wide justified word spaces come close to a narrow gutter, and an equation or a
     receipt line has wider ones) only where at least `GUTTER_LINES` lines have a blank stretch
-    over the same x on the page, and a good share of the lines over that x do. The pieces' quads follow the original's top
+    over the same x on the page, spread over several rows, and a good share of the lines over that
+    x do. The pieces' quads follow the original's top
     and bottom edges, so a skewed line stays skewed.
     """
     gaps = [_blank_runs(c, q) for c, q in zip(crops, quads)]
     width = int(max((q[:, 0].max() for q in quads), default=0)) + 2
     lines = np.zeros(width + 1, np.int32)  # how many long lines run over each page x
     blank = np.zeros(width + 1, np.int32)  # how many of them are blank there
+    top = np.full(width + 1, np.inf)  # highest and lowest of those blank lines
+    bottom = np.full(width + 1, -np.inf)
     for q, runs, c in zip(quads, gaps, crops):
         if c.shape[1] < 6 * c.shape[0]:
             continue
         lines[int(max(0, q[:, 0].min())):int(q[:, 0].max()) + 1] += 1
         for a, b in runs:
-            blank[int(_page_x(q, a / c.shape[1])):int(_page_x(q, b / c.shape[1])) + 1] += 1
-    gutter = (blank >= GUTTER_LINES) & (blank >= GUTTER_SHARE * lines)
+            span = slice(int(_page_x(q, a / c.shape[1])), int(_page_x(q, b / c.shape[1])) + 1)
+            blank[span] += 1
+            top[span] = np.minimum(top[span], q[:, 1].min())
+            bottom[span] = np.maximum(bottom[span], q[:, 1].max())
+    height = float(np.median(np.linalg.norm(quads[:, 3] - quads[:, 0], axis=1))) if len(quads) else 0.0
+    # a gutter runs down the page; a display equation's gaps line up only over its own few rows
+    gutter = (blank >= GUTTER_LINES) & (blank >= GUTTER_SHARE * lines) & (bottom - top >= GUTTER_ROWS * height)
     out_crops, out_quads = [], []
     for c, q, runs in zip(crops, quads, gaps):
         h, w = c.shape[:2]

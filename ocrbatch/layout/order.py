@@ -241,8 +241,27 @@ class _Cutter:
                     out.extend(self.cut(list(run), column, depth + 1))
                 run.clear()
 
-        for band in self.bands(lines):
+        left_edge = _quantile([l.box[0] for l in split[0]], 0.1)
+        right_edge = _quantile([l.box[0] for l in split[1]], 0.1)
+        width = max(1.0, strip[0] - left_edge)
+
+        def column_text(line: TextLine, edge: float) -> bool:
+            return abs(line.box[0] - edge) <= 0.35 * self.h or line.box[2] - line.box[0] >= 0.6 * width
+
+        def bridges(band: list[TextLine]) -> bool:
+            """A wide equation or figure label row set across the gutter: pieces on both sides that
+            reach into the gutter, none of them a column's line (starting at its edge, or long)."""
             if _union_cover(band, strip) >= 0.6:
+                return True
+            lefts = [l for l in band if id(l) in left_ids]
+            rights = [l for l in band if id(l) not in left_ids]
+            into_gutter = any(l.box[2] > strip[0] + 0.35 * self.h for l in lefts) or \
+                any(l.box[0] < right_edge - 0.35 * self.h for l in rights)
+            return bool(lefts and rights) and into_gutter and not any(column_text(l, left_edge) for l in lefts) \
+                and not any(column_text(l, right_edge) for l in rights)
+
+        for band in self.bands(lines):
+            if bridges(band):
                 flush()
                 out.extend(self.cut(band, column, depth + 1))
             else:

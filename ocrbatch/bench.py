@@ -109,7 +109,7 @@ def run_bench(cfg: BenchConfig, say: Callable[[str], None] = lambda line: None) 
     import torch
     from transformers.utils import logging as hf_logging
 
-    from .engines.deepseek_synthetic import build
+    from .engines.deepseek_ocr2.synthetic import build
 
     device = _device(cfg, torch)
     hf_logging.disable_progress_bar()
@@ -209,7 +209,7 @@ def _loop(model: Path, paths: list[Path], tokens: int, device: str) -> tuple[flo
     thread; the first page warms up and is not timed."""
     from PIL import Image
 
-    from .engines.deepseek_ocr2 import DeepseekOcr2Engine
+    from .engines.deepseek_ocr2.engine import DeepseekOcr2Engine
     from .records import Kind, PageImage, PageRef, Source
 
     engine = DeepseekOcr2Engine(_options(model, tokens, device))

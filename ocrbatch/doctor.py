@@ -196,7 +196,7 @@ def check_engines(torch_found: Finding) -> list[Finding]:
 
 def hub_cache() -> Path:
     try:
-        from .engines.deepseek_ocr2 import hub_cache as engine_hub_cache
+        from .engines.deepseek_ocr2.engine import hub_cache as engine_hub_cache
     except ImportError:
         engine_hub_cache = None
     if engine_hub_cache is not None:
@@ -206,7 +206,7 @@ def hub_cache() -> Path:
 
 def model_ids() -> list[str]:
     """The default DeepSeek-OCR-2 weights in transformers format, as the engine names them."""
-    from .engines.deepseek_ocr2 import HUB_ID  # torch-free at import time
+    from .engines.deepseek_ocr2.engine import HUB_ID  # torch-free at import time
 
     return [HUB_ID]
 

@@ -136,7 +136,7 @@ def step_tiny_cli(work: Path, tiny: Path, inputs: Path, device: str, max_new: in
 
 def step_mixed_batch(tiny: Path, pages, device: str, dtype: str, max_new: int, label: str) -> None:
     from ocrbatch.config import EngineOptions
-    from ocrbatch.engines.deepseek_ocr2 import DeepseekOcr2Engine
+    from ocrbatch.engines.deepseek_ocr2.engine import DeepseekOcr2Engine
 
     engine = DeepseekOcr2Engine(EngineOptions(model=str(tiny), dtype=dtype, max_new_tokens=max_new))
     t = time.monotonic()
@@ -176,8 +176,8 @@ def step_real_size(work: Path, pages, device: str, max_new: int, budget: float, 
     import torch
 
     from ocrbatch.config import EngineOptions
-    from ocrbatch.engines.deepseek_ocr2 import GUARD, DeepseekOcr2Engine
-    from ocrbatch.engines.deepseek_synthetic import build
+    from ocrbatch.engines.deepseek_ocr2.engine import GUARD, DeepseekOcr2Engine
+    from ocrbatch.engines.deepseek_ocr2.synthetic import build
 
     folder = work / "real-size"
     t = time.monotonic()
@@ -268,7 +268,7 @@ def main() -> int:
     status = 0
     try:
         step_environment(args.device)
-        from ocrbatch.engines.deepseek_synthetic import build
+        from ocrbatch.engines.deepseek_ocr2.synthetic import build
 
         tiny = build(work / "tiny")
         inputs = work / "pages"

@@ -4,7 +4,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from ocrbatch.engines.ngram_guard import NgramGuard  # noqa: E402
+from ocrbatch.engines.deepseek_ocr2.ngram_guard import NgramGuard  # noqa: E402
 
 V = 12  # vocabulary size of these toy histories
 PAD = 0

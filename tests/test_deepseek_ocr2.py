@@ -24,8 +24,8 @@ from typer.testing import CliRunner  # noqa: E402
 from conftest import SHARED, draw_page, manifest, save_pdf  # noqa: E402
 from ocrbatch.cli import app  # noqa: E402
 from ocrbatch.config import EngineOptions  # noqa: E402
-from ocrbatch.engines.deepseek_inputs import batch_inputs  # noqa: E402
-from ocrbatch.engines.deepseek_ocr2 import DeepseekOcr2Engine, _Generated, _rgb  # noqa: E402
+from ocrbatch.engines.deepseek_ocr2.inputs import batch_inputs  # noqa: E402
+from ocrbatch.engines.deepseek_ocr2.engine import DeepseekOcr2Engine, _Generated, _rgb  # noqa: E402
 from ocrbatch.pipeline.infer import WARMUP_BATCHES, InferWorker  # noqa: E402
 from ocrbatch.records import Batch, Kind, PageImage, PageRef, Source  # noqa: E402
 from tiny_deepseek import build  # noqa: E402

@@ -9,8 +9,8 @@ from pathlib import PurePosixPath
 import pytest
 from PIL import Image, ImageDraw
 
-from ocrbatch.engines.deepseek_ocr2 import Tiling, resolve_prompt
-from ocrbatch.engines.deepseek_post import figure_path, parse_regions, pixel_box, tidy, to_markdown
+from ocrbatch.engines.deepseek_ocr2.engine import Tiling, resolve_prompt
+from ocrbatch.engines.deepseek_ocr2.post import figure_path, parse_regions, pixel_box, tidy, to_markdown
 from ocrbatch.errors import UsageError
 
 PAGE_MD = PurePosixPath("report/page-0003.md")

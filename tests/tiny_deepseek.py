@@ -7,7 +7,7 @@ model through the same `from_pretrained(folder)` path a user's real weights take
 
 from __future__ import annotations
 
-from ocrbatch.engines.deepseek_synthetic import (  # noqa: F401 - re-exported for the tests
+from ocrbatch.engines.deepseek_ocr2.synthetic import (  # noqa: F401 - re-exported for the tests
     BOS, EOS, PAD, REAL_VOCAB, SPECIALS, build, build_tokenizer, real_size_config, tiny_config)
 
 if __name__ == "__main__":  # python tests/tiny_deepseek.py DIR

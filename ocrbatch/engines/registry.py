@@ -11,7 +11,7 @@ from .base import Engine
 
 _BUILTIN = {
     "rapidocr": "ocrbatch.engines.rapid:RapidOcrEngine",
-    "deepseek-ocr2": "ocrbatch.engines.deepseek_ocr2:DeepseekOcr2Engine",
+    "deepseek-ocr2": "ocrbatch.engines.deepseek_ocr2.engine:DeepseekOcr2Engine",
     "fake": "ocrbatch.engines.fake:FakeEngine",
 }
 _EXTRA: dict[str, Callable[[EngineOptions], Engine]] = {}

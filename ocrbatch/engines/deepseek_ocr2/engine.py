@@ -27,12 +27,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Hashable, Iterator, Sequence
 
-from ..config import EngineOptions
-from ..errors import EngineLoadError, UsageError
-from ..records import PageImage, PageOutput, Status
-from .base import Engine
-from .deepseek_inputs import Tiling
-from .deepseek_post import to_markdown
+from ...config import EngineOptions
+from ...errors import EngineLoadError, UsageError
+from ...records import PageImage, PageOutput, Status
+from ..base import Engine
+from .inputs import Tiling
+from .post import to_markdown
 
 log = logging.getLogger("ocrbatch")
 
@@ -146,7 +146,7 @@ class DeepseekOcr2Engine(Engine):
         import torch
         import transformers
 
-        from ..gpu.staging import DeviceStaging
+        from ...gpu.staging import DeviceStaging
 
         if device.startswith("cuda") and not torch.cuda.is_available():
             raise EngineLoadError(f"device {device} requested but torch sees no CUDA GPU "
@@ -192,12 +192,12 @@ class DeepseekOcr2Engine(Engine):
 
     def stage(self, pages: Sequence[PageImage]) -> None:
         """Start copying the prepared pages' tiles into this device's buffers (on CUDA: a side stream)."""
-        from .deepseek_inputs import stage
+        from .inputs import stage
 
         stage(self._staging, [p.prepared for p in pages if p.prepared is not None])
 
     def release(self, pages: Sequence[PageImage]) -> None:
-        from .deepseek_inputs import release
+        from .inputs import release
 
         release([p.prepared for p in pages if p.prepared is not None])
 
@@ -280,7 +280,7 @@ class DeepseekOcr2Engine(Engine):
                 import torch
                 import transformers
 
-                from .deepseek_inputs import Preprocessor
+                from .inputs import Preprocessor
 
                 with _quiet_transformers():
                     processor = _load_step(path, "processor",
@@ -297,7 +297,7 @@ class DeepseekOcr2Engine(Engine):
         import torch
         from transformers import GenerationConfig, LogitsProcessorList
 
-        from .deepseek_inputs import batch_inputs
+        from .inputs import batch_inputs
         from .ngram_guard import NgramGuard
 
         inputs = batch_inputs([p.prepared for p in pages], self._prompt_pad_id, self.device, self.model.dtype)

@@ -31,7 +31,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..gpu.pool import BufferPool, Slot
+from ...gpu.pool import BufferPool, Slot
 
 CHANNELS = 3
 

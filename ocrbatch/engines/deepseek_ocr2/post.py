@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any, Iterable
 
-from ..records import Attachment
+from ...records import Attachment
 
 COORD_MAX = 999  # the model's boxes are in 0..999 of the page
 FIGURE_LABEL = "image"

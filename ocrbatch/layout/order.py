@@ -167,7 +167,9 @@ class _Cutter:
                     ends = [core(l)[1] for l in b if core(l)[1] <= reach + 0.6 * self.h and l not in facing]
                     starts = [core(l)[0] for l in b if core(l)[0] >= top - 0.6 * self.h and l not in facing]
                     # balanced: the other column ends and starts again where this one does
-                    if len(facing) == 1 and facing[0].box[2] - facing[0].box[0] < 0.6 * width \
+                    inside = len(facing) == 1 and core(facing[0])[0] > reach + 0.3 * self.h \
+                        and core(facing[0])[1] < top - 0.3 * self.h  # not level with this column's lines
+                    if inside and facing[0].box[2] - facing[0].box[0] < 0.6 * width \
                             and ends and starts and abs(max(ends) - reach) <= 0.6 * self.h \
                             and abs(min(starts) - top) <= 0.6 * self.h:
                         return reach

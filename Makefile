@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # make test installs torch for the DeepSeek-OCR-2 engine tests; the CPU build is enough.
 TORCH ?= torch==2.13.0
 
-.PHONY: run test bench samples clean
+.PHONY: run test bench soak samples clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,10 @@ test: $(VENV)/.test
 
 bench: $(VENV)/.test
 	$(BIN)/python scripts/bench.py
+
+# kill -9 at 20 random moments, rerun, check each rerun ends like a clean run (a few minutes)
+soak: $(VENV)/.base
+	$(BIN)/python scripts/soak.py
 
 samples: $(VENV)/.base
 	$(BIN)/python scripts/make_samples.py sample_docs

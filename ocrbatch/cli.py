@@ -89,6 +89,9 @@ def convert(
     max_wait_ms: int = typer.Option(200, "--max-wait-ms", help="Longest a page waits for its batch to fill."),
     workers: Optional[int] = typer.Option(None, "--workers", "-j", help="Decode threads (default: up to 4)."),
     pages: Optional[str] = typer.Option(None, "--pages", help="Pages to convert, e.g. 1-3,7,10- ."),
+    max_pixels: int = typer.Option(200_000_000, "--max-pixels",
+                                   help="Largest image frame to read, in pixels (default 200 MP); a larger one "
+                                        "fails as a page instead of taking gigabytes."),
     force: bool = typer.Option(False, "--force", help="Redo pages an earlier run already finished."),
     null: bool = typer.Option(False, "-0", "--null", help="Paths on stdin are NUL-separated (find -print0)."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary on stdout."),
@@ -116,7 +119,7 @@ def convert(
                                          threads=threads, model_size=model_size, keep_furniture=keep_furniture),
             devices=devices, dpi=dpi, text_layer=text_layer, max_batch=max_batch, max_wait_ms=max_wait_ms,
             workers=workers or default_workers(), pages=PageSelection.parse(pages) if pages else None,
-            force=force, null_separated=null, ray=ray, ray_workers=ray_workers,
+            force=force, null_separated=null, ray=ray, ray_workers=ray_workers, max_pixels=max_pixels,
         )
         return _run_convert(config, as_json=as_json, quiet=quiet, progress=not no_progress,
                             log_every=log_every, metrics_file=metrics_file)
@@ -144,9 +147,10 @@ def _exit_with(command: Callable[[], int], verbose: int) -> NoReturn:
 def _run_convert(config, *, as_json: bool, quiet: bool, progress: bool, log_every: float,
                  metrics_file: Path | None) -> ExitCode:
     from .pipeline.run import run
+    from .pipeline.signals import catch_stop_signals
 
     reporter = _reporter(quiet, progress, log_every, metrics_file, config.engine, config.output)
-    with reporter:
+    with reporter, catch_stop_signals():  # SIGINT/SIGTERM: stop taking pages, end with a summary
         summary = run(config, stdin=sys.stdin if "-" in config.inputs else None, watch=reporter.watch)
         reporter.finish(summary)
     for source, key in summary.renamed:
@@ -155,6 +159,8 @@ def _run_convert(config, *, as_json: bool, quiet: bool, progress: bool, log_ever
         from .ui import print_summary
 
         print_summary(summary)
+    if summary.stopped_by is not None:  # a signal or a write error ended the run before its end
+        log.error("%s", summary.stopped_by)
     if as_json:
         sys.stdout.write(json.dumps(summary.as_dict(), indent=2) + "\n")
     return summary.exit_code

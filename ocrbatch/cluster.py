@@ -71,14 +71,14 @@ class PageConverter:
     """The body of one Ray actor: an engine, loaded on first use, and the decode steps before it."""
 
     def __init__(self, engine_class: type, options: EngineOptions, dpi: int, text_layer: str,
-                 max_batch: int) -> None:
+                 max_batch: int, max_pixels: int = 200_000_000) -> None:
         from .gpu.adaptive import BatchSizeController
         from .pipeline.decode import PdfCache
 
         self.engine = engine_class(options)
         self.loaded = False
         self.controller = BatchSizeController(max_batch)  # lowered after an out-of-memory error, for good
-        self.dpi, self.text_layer = dpi, text_layer
+        self.dpi, self.text_layer, self.max_pixels = dpi, text_layer, max_pixels
         self.pdfs = PdfCache(2)
         self.dir = Path(tempfile.mkdtemp(prefix="ocrbatch-ray-"))
         self.files: OrderedDict[tuple, Path] = OrderedDict()  # the last few input files, on local disk
@@ -99,7 +99,7 @@ class PageConverter:
         images = []
         for ref in refs:
             here = dataclasses.replace(ref, source=dataclasses.replace(ref.source, path=local[ref.source.path]))
-            page = read_page(here, self.dpi, self.pdfs, self.text_layer)
+            page = read_page(here, self.dpi, self.pdfs, self.text_layer, self.max_pixels)
             if isinstance(page, PageResult):  # text layer, or failed; named after the driver's file
                 results.append(dataclasses.replace(page, ref=ref))
                 continue
@@ -174,7 +174,8 @@ class Dispatcher:
                                       buffer_pages=options.buffer_pages or 2 * config.max_batch)
         actor = ray.remote(max_restarts=1, max_task_retries=1, **per)(PageConverter)
         engine_class = registry.engine_class(config.engine)
-        actors = [actor.remote(engine_class, options, config.dpi, config.text_layer, config.max_batch)
+        actors = [actor.remote(engine_class, options, config.dpi, config.text_layer, config.max_batch,
+                               config.max_pixels)
                   for _ in range(count)]
         self.actors = _started(actors, STARTUP_S)
         self.load = {i: 0 for i in range(len(self.actors))}  # tasks in flight per live actor

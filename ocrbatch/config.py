@@ -84,6 +84,7 @@ class RunConfig:
     text_layer: str = "auto"  # PDF text layer: auto (use it when usable), off (always OCR), only (never OCR)
     ray: str | None = None  # convert on a Ray cluster: auto, local, or the head's address (cluster.py)
     ray_workers: int | None = None  # actors on it; None: one per GPU, or per `threads` CPUs
+    max_pixels: int = 200_000_000  # an image frame larger than this fails as a page (images.DEFAULT_MAX_PIXELS)
 
     def __post_init__(self) -> None:
         if not self.inputs:
@@ -104,6 +105,8 @@ class RunConfig:
             raise UsageError("--ray-workers must be at least 1")
         if self.ray_workers is not None and not self.ray:
             raise UsageError("--ray-workers needs --ray")
+        if self.max_pixels < 1_000_000:
+            raise UsageError("--max-pixels must be at least 1000000 (1 MP)")
         if self.text_layer not in ("auto", "off", "only"):
             raise UsageError(f"--text-layer {self.text_layer}: choose auto, off or only")
 

@@ -4,10 +4,14 @@
      ├── UsageError               2  bad options or arguments
      ├── NoInputsError            4  nothing to convert was found
      ├── EngineLoadError          5  the engine could not be loaded (missing package, weights, device)
+     ├── OutputLockedError        6  another run is writing into the same output folder
+     ├── OutputWriteError         7  the output cannot be written (disk full, quota, read-only, I/O error)
+     ├── Interrupted         130/143  stopped by SIGINT / SIGTERM (a result: the run still ends with a summary)
      └── PageError                -  one page failed; recorded in the manifest, never raised past a stage
           └── DecodeError            the file or page could not be read or rendered
 
-A run where some pages failed ends with ExitCode.PARTIAL; that is a result, not an exception.
+A run where some pages failed ends with ExitCode.PARTIAL; that is a result, not an exception. So is a run
+stopped by a signal (INTERRUPTED for SIGINT, TERMINATED for SIGTERM): it ends with a summary like any other.
 """
 
 from __future__ import annotations
@@ -22,7 +26,10 @@ class ExitCode(enum.IntEnum):
     PARTIAL = 3  # the run finished, some pages failed (or were truncated)
     NO_INPUTS = 4
     ENGINE_LOAD = 5
-    INTERRUPTED = 130
+    OUTPUT_LOCKED = 6  # another run holds the output folder's lock
+    OUTPUT_WRITE = 7  # disk full or another error writing the output: stopped; rerun once fixed
+    INTERRUPTED = 130  # SIGINT (Ctrl-C): 128 + 2
+    TERMINATED = 143  # SIGTERM (cron, systemd, timeout): 128 + 15
 
 
 class OcrbatchError(Exception):
@@ -41,6 +48,26 @@ class NoInputsError(OcrbatchError):
 
 class EngineLoadError(OcrbatchError):
     exit_code = ExitCode.ENGINE_LOAD
+
+
+class OutputLockedError(OcrbatchError):
+    exit_code = ExitCode.OUTPUT_LOCKED
+
+
+class OutputWriteError(OcrbatchError):
+    """Writing the output failed in a way every later write would too (disk full, quota, read-only file
+    system, I/O error, file size limit): the run stops; finished pages and their records are kept."""
+
+    exit_code = ExitCode.OUTPUT_WRITE
+
+
+class Interrupted(OcrbatchError):
+    """The run was asked to stop by a signal; finished pages are kept."""
+
+    def __init__(self, signal_name: str, exit_code: ExitCode) -> None:
+        super().__init__(f"stopped by {signal_name}; finished pages are kept, rerun to resume")
+        self.signal_name = signal_name
+        self.exit_code = exit_code
 
 
 class PageError(OcrbatchError):

@@ -1,19 +1,29 @@
 """OUT/manifest.jsonl: one JSON record per page, the latest state of each.
 
-During a run records are appended (and flushed) as pages finish, so a crash loses nothing; at the end
-the file is rewritten atomically with one line per page. A rerun reads it to skip finished pages.
+During a run records are appended as pages finish, each line in one write (cut back off if the disk
+fills halfway through it), so a crash loses nothing and the file is always whole JSON lines; at the end
+the file is rewritten atomically with one line per page, from what the file holds then (so records another
+writer added are kept). A rerun reads it to skip finished pages; a line cut short by an older crash is
+ignored with a warning.
+
+File names that are not valid UTF-8 keep their undecodable bytes as surrogate escapes (Python's
+`surrogateescape`), written as `\\udcXX` JSON escapes: `os.fsencode(record["source"])` gives the name's bytes.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Iterator
 
+from . import atomic
+from .errors import OutputWriteError
 from .records import PageRef, PageResult, Status
+
+log = logging.getLogger("ocrbatch")
 
 NAME = "manifest.jsonl"
 DONE = {Status.OK.value, Status.TRUNCATED.value, Status.SKIPPED.value}
@@ -23,9 +33,22 @@ def _key(source: str, page: int | None) -> tuple[str, int]:
     return (source, page or 0)
 
 
-def read_records(path: Path) -> Iterator[dict[str, Any]]:
+def dumps(rec: dict[str, Any]) -> str:
+    """One manifest line: UTF-8 text as is, but surrogate escapes (undecodable file-name bytes) as \\u escapes."""
+    line = json.dumps(rec, ensure_ascii=False)
     try:
-        with open(path, encoding="utf-8") as fh:
+        line.encode("utf-8")
+    except UnicodeEncodeError:
+        line = json.dumps(rec, ensure_ascii=True)
+    return line
+
+
+def read_records(path: Path, *, warn: bool = False) -> Iterator[dict[str, Any]]:
+    """The records in `path`, in order; lines that are not whole JSON records are skipped (with a
+    warning when `warn`)."""
+    cut = 0
+    try:
+        with open(path, encoding="utf-8", errors="surrogateescape") as fh:
             for line in fh:
                 line = line.strip()
                 if not line:
@@ -33,11 +56,15 @@ def read_records(path: Path) -> Iterator[dict[str, Any]]:
                 try:
                     rec = json.loads(line)
                 except json.JSONDecodeError:
-                    continue  # a line cut short by a crash
+                    cut += 1  # a line cut short by a crash
+                    continue
                 if isinstance(rec, dict) and "source" in rec:
                     yield rec
     except FileNotFoundError:
         return
+    if cut and warn:
+        log.warning("%s: ignored %d line(s) that are not whole JSON records (cut short when an earlier "
+                    "run was stopped); their pages will be redone", path, cut)
 
 
 class Manifest:
@@ -45,14 +72,19 @@ class Manifest:
         self.path = out_dir / NAME
         self.out_dir = out_dir
         self.engine_identity = engine_identity
-        self._latest: dict[tuple[str, int], dict[str, Any]] = {}
-        for rec in read_records(self.path):
-            self._latest[_key(rec["source"], rec.get("page"))] = rec
-        self._fh = None
+        # The latest record per page, kept as its JSON line: a third of the memory of the dict.
+        self._latest: dict[tuple[str, int], str] = {}
+        for rec in read_records(self.path, warn=True):
+            self._latest[_key(rec["source"], rec.get("page"))] = dumps(rec)
+        self._fd: int | None = None
+
+    def _get(self, source: str, page: int | None) -> dict[str, Any] | None:
+        line = self._latest.get(_key(source, page))
+        return None if line is None else json.loads(line)
 
     def is_done(self, ref: PageRef) -> bool:
         """Done earlier for this very file (size and mtime) with this engine, and its output is there."""
-        rec = self._latest.get(_key(str(ref.source.path), ref.page))
+        rec = self._get(str(ref.source.path), ref.page)
         return bool(
             rec
             and rec.get("status") in DONE
@@ -65,7 +97,7 @@ class Manifest:
 
     def attachments(self, ref: PageRef) -> list[str]:
         """Files an earlier run wrote beside this page's Markdown (relative to the output folder)."""
-        return list(self._latest.get(_key(str(ref.source.path), ref.page), {}).get("attachments", []))
+        return list((self._get(str(ref.source.path), ref.page) or {}).get("attachments", []))
 
     def record(self, result: PageResult, engine_identity: str) -> dict[str, Any]:
         ref = result.ref
@@ -87,7 +119,7 @@ class Manifest:
             rec["attachments"] = [a.relpath.as_posix() for a in result.attachments]
         if result.status is Status.SKIPPED:
             # A skip keeps what the earlier run measured, so the manifest stays the page's history.
-            earlier = self._latest.get(_key(rec["source"], rec["page"]), {})
+            earlier = self._get(rec["source"], rec["page"]) or {}
             rec["done_as"] = earlier.get("done_as") or earlier.get("status")
             rec["timings"] = earlier.get("timings", {})
             if earlier.get("attachments"):
@@ -97,26 +129,75 @@ class Manifest:
         return rec
 
     def _append(self, rec: dict[str, Any]) -> None:
-        if self._fh is None:
-            self.out_dir.mkdir(parents=True, exist_ok=True)
-            self._fh = open(self.path, "a", encoding="utf-8")
-        self._fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
-        self._fh.flush()
-        self._latest[_key(rec["source"], rec["page"])] = rec
+        """Add one whole line; raises OutputWriteError (and leaves the file as it was) when it cannot."""
+        line = dumps(rec)
+        data = (line + "\n").encode("utf-8")
+        try:
+            if self._fd is None:
+                self._fd = self._open_for_append()
+            start = os.fstat(self._fd).st_size
+            try:
+                written = 0
+                while written < len(data):
+                    written += os.write(self._fd, data[written:])
+            except OSError:
+                os.ftruncate(self._fd, start)  # never leave half a line
+                raise
+        except OSError as exc:
+            raise OutputWriteError(f"cannot write {self.path}: {exc.strerror or exc}; stopped (pages done "
+                                   "so far are kept: fix it and rerun to continue)") from exc
+        self._latest[_key(rec["source"], rec["page"])] = line
+
+    def _open_for_append(self) -> int:
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, atomic.file_mode())
+        try:
+            _cut_partial_line(fd)
+        except OSError:
+            os.close(fd)
+            raise
+        return fd
 
     def close(self) -> None:
-        """Rewrite the file with one line per page (the latest), atomically."""
-        if self._fh is not None:
-            self._fh.close()
-            self._fh = None
+        """Rewrite the file with one line per page (the latest), atomically. When that cannot be done
+        (disk full), the appended file stays: whole lines, the latest record of a page last."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
         if not self._latest:
             return
-        fd, tmp = tempfile.mkstemp(prefix=".manifest-", dir=self.out_dir)
+        latest: dict[tuple[str, int], str] = {}
+        for rec in read_records(self.path):  # what the file holds now, other writers' records included
+            latest[_key(rec["source"], rec.get("page"))] = dumps(rec)
+        if not latest:
+            return
+        tmp = None
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                for rec in sorted(self._latest.values(), key=lambda r: (r["source"], r["page"] or 0)):
-                    fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+            fd, tmp = atomic.temporary(self.path)
+            with os.fdopen(fd, "wb") as fh:
+                for key in sorted(latest):
+                    fh.write(latest[key].encode("utf-8") + b"\n")
+            atomic.finish(tmp, self.path)
+        except OSError as exc:
+            if tmp is not None:
+                atomic.discard(tmp)
+            log.warning("cannot compact %s (%s); it keeps one line per page and run", self.path,
+                        exc.strerror or exc)
+
+
+def _cut_partial_line(fd: int) -> None:
+    """Cut a last line without its newline (a write cut short by a crash), so appends start a fresh line."""
+    size = os.fstat(fd).st_size
+    end = size
+    while end > 0:
+        begin = max(0, end - 65536)
+        chunk = os.pread(fd, end - begin, begin)
+        if end == size and chunk.endswith(b"\n"):
+            return
+        nl = chunk.rfind(b"\n")
+        if nl >= 0:
+            os.ftruncate(fd, begin + nl + 1)
+            return
+        end = begin
+    if size:
+        os.ftruncate(fd, 0)

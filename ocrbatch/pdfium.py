@@ -13,6 +13,9 @@ from .errors import DecodeError
 
 LOCK = threading.RLock()
 MAX_RENDER_PIXELS = 64_000_000  # a page is rendered at --dpi, or smaller if it would exceed this
+# PDFium keeps what it parsed of every page it has loaded (page dictionaries, image streams, fonts) until the
+# document is closed: a 2,000-page scan would hold all of it. The document is reopened after this many pages.
+REOPEN_EVERY = 64
 
 
 def _why(exc: Exception) -> str:
@@ -21,6 +24,8 @@ def _why(exc: Exception) -> str:
         return "not a readable PDF (damaged or truncated)"
     if "Password" in msg or "password" in msg:
         return "the PDF is encrypted with a password"
+    if "(PDFium: Success)" in msg:  # PDFium refuses a document whose page tree is empty, with no error code
+        return "the PDF has no pages (an empty or damaged page tree)"
     return msg or type(exc).__name__
 
 
@@ -31,12 +36,27 @@ class PdfHandle:
         import pypdfium2
 
         self.path = path
+        self._loaded = 0  # pages loaded since the document was opened
         with LOCK:
-            try:
-                self._doc = pypdfium2.PdfDocument(str(path))
-            except pypdfium2.PdfiumError as exc:
-                raise DecodeError(_why(exc)) from exc
+            self._doc = self._open()
             self.page_count = len(self._doc)
+
+    def _open(self) -> Any:
+        import pypdfium2
+
+        try:
+            return pypdfium2.PdfDocument(str(self.path))
+        except pypdfium2.PdfiumError as exc:
+            raise DecodeError(_why(exc)) from exc
+
+    def _page(self, index: int) -> Any:
+        """Page `index`, reopening the document every REOPEN_EVERY pages so its caches stay bounded."""
+        if self._loaded >= REOPEN_EVERY:
+            self._doc.close()
+            self._doc = self._open()
+            self._loaded = 0
+        self._loaded += 1
+        return self._doc[index]
 
     def render(self, index: int, dpi: int) -> Any:
         """Page `index` (0-based) as a PIL image (RGB or L) rendered at `dpi`."""
@@ -44,7 +64,7 @@ class PdfHandle:
 
         with LOCK:
             try:
-                page = self._doc[index]
+                page = self._page(index)
                 try:
                     width, height = page.get_size()
                     # A poster-sized page at --dpi would take gigabytes: cap its pixels, not its dpi.
@@ -67,7 +87,7 @@ class PdfHandle:
 
         with LOCK:
             try:
-                page = self._doc[index]
+                page = self._page(index)
                 try:
                     width, height = page.get_size()
                     rotation = page.get_rotation()

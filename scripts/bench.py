@@ -12,6 +12,8 @@ Prints, for ../shared/bench/dev (its pages/ and pdfs/ folders):
   (bench/stress, rendered at 150 dpi): pages/s, CER and BoW-F1; the stress set per kind for the
   default size, and any stress page that came out with a pipe table its MANIFEST does not expect
   (prose written as a table).
+- peak RSS converting a 100-page and a 2,000-page image-only PDF with `--engine fake --text-layer off`
+  (memory must not grow with the page count: the 2,000-page figure should stay within 1.2x the 100-page one).
 
 Timings on a shared machine are noisy: `--repeat N` runs each timing N times and keeps the best.
 """
@@ -185,6 +187,50 @@ def engine_loop(images: list, engine_name: str, batch: int) -> float:
         engine.close()
 
 
+def image_only_pdf(path: Path, pages: int) -> Path:
+    """A scanned-looking PDF: every page one JPEG image, no text layer, each page different."""
+    from PIL import Image, ImageDraw
+
+    def page(n: int):
+        im = Image.new("L", (620, 800), 255)
+        d = ImageDraw.Draw(im)
+        for k, y in enumerate(range(50, 760, 30)):
+            d.text((50, y), f"page {n} line {k}: the quick brown fox jumps over the lazy dog", fill=0)
+        return im
+
+    first = page(1)
+    first.save(path, save_all=True, append_images=(page(n) for n in range(2, pages + 1)), resolution=75)
+    return path
+
+
+def rss_by_page_count(workdir: Path, counts: tuple[int, ...] = (100, 2000)) -> dict[int, tuple[int, float, int]]:
+    """Peak RSS (bytes), wall seconds and exit code of converting an image-only PDF of each page count."""
+    figures = {}
+    for n in counts:
+        # Made by another process: a child's peak RSS counts its parent's peak at the time it starts
+        # (Linux keeps the larger on exec), so this process must stay small.
+        pdf = workdir / f"scan-{n}.pdf"
+        subprocess.run([sys.executable, __file__, "--make-pdf", str(pdf), str(n)], check=True)
+        cmd = [sys.executable, "-m", "ocrbatch", "convert", str(pdf), "-o", str(workdir / f"rss-{n}"),
+               "--engine", "fake", "--text-layer", "off", "-q"]
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, cwd=ROOT)
+        _, status, usage = os.wait4(proc.pid, 0)
+        figures[n] = (usage.ru_maxrss * 1024, time.perf_counter() - t0, os.waitstatus_to_exitcode(status))
+        pdf.unlink()
+    return figures
+
+
+def print_rss(workdir: Path) -> None:
+    """Printed by a fresh process (`--rss-only`) when this one has grown (see rss_by_page_count)."""
+    figures = rss_by_page_count(workdir)
+    (small, *_), (large, *_) = figures[100], figures[2000]
+    for n, (rss, wall, code) in figures.items():
+        print(f"peak RSS     {n:5d}-page image-only PDF, --engine fake --text-layer off: {rss / 2**20:6.0f} MiB"
+              f"   ({wall:.0f} s, exit {code})")
+    print(f"peak RSS     2000 / 100 pages: {large / small:.2f}x (goal: at most 1.2x)")
+
+
 def score(dev: Path, out: Path, truth: Path | None = None) -> tuple[dict, str]:
     scorer = dev.parent / "score.py"
     truth = truth or dev / "truth"
@@ -207,7 +253,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default=",".join(SIZES),
                     help=f"model sizes to compare on dev and stress (default {','.join(SIZES)}; empty: none)")
     ap.add_argument("--no-tesseract", action="store_true", help="skip the tesseract comparison")
+    ap.add_argument("--rss-only", action="store_true", help="only the peak RSS by page count (no corpus needed)")
+    ap.add_argument("--no-rss", action="store_true", help="skip the peak RSS by page count (about 2 minutes)")
+    ap.add_argument("--make-pdf", nargs=2, metavar=("PATH", "PAGES"), help=argparse.SUPPRESS)
     a, extra = ap.parse_known_args(argv)
+    if a.make_pdf:
+        image_only_pdf(Path(a.make_pdf[0]), int(a.make_pdf[1]))
+        return 0
+    if a.rss_only:
+        workdir = Path(tempfile.mkdtemp(prefix="ocrbatch-bench-"))
+        try:
+            print_rss(workdir)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        return 0
     if not (a.dev / "truth").is_dir():
         print(f"bench: no corpus at {a.dev}", file=sys.stderr)
         return 2
@@ -254,6 +313,9 @@ def main(argv: list[str] | None = None) -> int:
                 size_rows.append((size, len(pages) / dev_s, d["overall"], len(stress) / st_s, st["overall"]))
                 if size == DEFAULT_SIZE or stress_default is None:
                     stress_default = (size, st, prose_tables(st_out))
+        if not a.no_rss:  # in a fresh process: this one holds decoded pages and an engine by now
+            sys.stdout.flush()
+            subprocess.run([sys.executable, __file__, "--rss-only"], check=False)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from .. import pdfium
 from ..errors import DecodeError, OcrbatchError, error_line
+from ..images import DEFAULT_MAX_PIXELS, check_size, open_image, to_rgb
 from ..records import Kind, PageImage, PageRef, PageResult, Status
 
 log = logging.getLogger("ocrbatch")
@@ -86,14 +87,15 @@ def text_layer_page(ref: PageRef, dpi: int, pdfs: PdfCache, mode: str) -> PageRe
     return None
 
 
-def read_page(ref: PageRef, dpi: int, pdfs: PdfCache, text_layer: str) -> PageImage | PageResult:
+def read_page(ref: PageRef, dpi: int, pdfs: PdfCache, text_layer: str,
+              max_pixels: int = DEFAULT_MAX_PIXELS) -> PageImage | PageResult:
     """The page as an image for the engine, or already finished: read from its PDF text layer, or failed
     (a one-line reason; a decoder's own bug fails this page only)."""
     done = text_layer_page(ref, dpi, pdfs, text_layer)
     if done is not None:
         return done
     try:
-        return decode_page(ref, dpi, pdfs)
+        return decode_page(ref, dpi, pdfs, max_pixels)
     except OcrbatchError as exc:
         return PageResult(ref=ref, status=Status.FAILED, error=str(exc))
     except Exception as exc:  # noqa: BLE001 - the run goes on
@@ -101,8 +103,9 @@ def read_page(ref: PageRef, dpi: int, pdfs: PdfCache, text_layer: str) -> PageIm
         return PageResult(ref=ref, status=Status.FAILED, error=f"cannot decode: {error_line(exc)}")
 
 
-def decode_page(ref: PageRef, dpi: int, pdfs: PdfCache) -> PageImage:
-    """Render or decode one page to an RGB PIL image; raises DecodeError with a user-facing reason."""
+def decode_page(ref: PageRef, dpi: int, pdfs: PdfCache, max_pixels: int = DEFAULT_MAX_PIXELS) -> PageImage:
+    """Render or decode one page to an RGB PIL image; raises DecodeError with a user-facing reason.
+    An image frame over `max_pixels` fails before its pixels are decoded."""
     from PIL import Image, ImageOps
 
     t0 = time.perf_counter()
@@ -111,13 +114,14 @@ def decode_page(ref: PageRef, dpi: int, pdfs: PdfCache) -> PageImage:
         if src.kind is Kind.PDF:
             image = pdfs.render(src.path, ref.page - 1, dpi)
         else:
-            with Image.open(src.path) as im:
+            with open_image(src.path) as im:
                 if ref.page > 1:
                     im.seek(ref.page - 1)
+                check_size(im.width, im.height, max_pixels)
                 im.load()
                 image = ImageOps.exif_transpose(im) if ref.page == 1 else im.copy()
         if image.mode != "RGB":
-            image = _to_rgb(image)
+            image = to_rgb(image)
     except DecodeError:
         raise
     except Image.DecompressionBombError as exc:
@@ -128,13 +132,3 @@ def decode_page(ref: PageRef, dpi: int, pdfs: PdfCache) -> PageImage:
         raise DecodeError(f"page is too small ({image.width}x{image.height} px)")
     return PageImage(ref=ref, image=image, decode_s=time.perf_counter() - t0)
 
-
-def _to_rgb(image):
-    from PIL import Image
-
-    if image.mode in ("RGBA", "LA", "PA") or (image.mode == "P" and "transparency" in image.info):
-        rgba = image.convert("RGBA")
-        canvas = Image.new("RGB", rgba.size, (255, 255, 255))  # transparent areas read as paper
-        canvas.paste(rgba, mask=rgba.getchannel("A"))
-        return canvas
-    return image.convert("RGB")

@@ -21,16 +21,20 @@ from typing import IO, Any, Callable
 from ..config import RunConfig
 from ..engines import registry
 from ..engines.base import Engine
-from ..errors import EngineLoadError, ExitCode, NoInputsError, UsageError, error_line
+from ..errors import (EngineLoadError, ExitCode, NoInputsError, OcrbatchError, OutputWriteError, UsageError,
+                      error_line)
 from ..gpu.nvml import ResourceSampler
 from ..manifest import Manifest
+from ..memory import return_large_buffers_to_os
 from ..records import Batch, PageImage, PageResult, Status
 from ..gpu.adaptive import BatchSizeController
 from ..gpu.device import load_reader, resolve_devices
+from . import signals
 from .batcher import Batcher
 from .decode import PdfCache, read_page
 from .discover import Discovery, discover
 from .infer import InferWorker
+from .lock import OutputLock
 from .queue import ClosableQueue, Closed
 from .stats import Snapshot, Stats, summary_dict
 from .write import Writer
@@ -49,9 +53,12 @@ class Summary:
     figures: dict[str, Any]
     output: str
     failures: list[str] = field(default_factory=list)
+    stopped_by: OcrbatchError | None = None  # a signal or a write error ended the run early
 
     @property
     def exit_code(self) -> ExitCode:
+        if self.stopped_by is not None:
+            return self.stopped_by.exit_code
         if self.counts["failed"] or self.counts["truncated"] or self.missing_inputs:
             return ExitCode.PARTIAL
         return ExitCode.OK
@@ -68,6 +75,7 @@ class Summary:
             "missing_inputs": self.missing_inputs,
             "renamed": [{"source": s, "output": k} for s, k in self.renamed],
             "failures": self.failures,
+            "stopped_by": str(self.stopped_by) if self.stopped_by is not None else None,
         }
 
 
@@ -95,6 +103,9 @@ class _Run:
         self.results: ClosableQueue[PageResult] = ClosableQueue(256, 1 + n_dec + n_dev, "write")
         self.discovering = True
         self.crash: BaseException | None = None
+        self.stopping: OcrbatchError | None = None  # why the run stops taking pages (a signal, a write error)
+        self.stop_deadline = 0.0  # then: when the pages in progress stop being waited for
+        self.aborted = False
         self.failures: list[str] = []
         self.infer_workers: list[InferWorker] = []
         # Open PDFs, shared by the decode threads (a document is opened once, not once per thread).
@@ -121,7 +132,7 @@ class _Run:
                 except Closed:
                     return
                 t0 = time.perf_counter()
-                page = read_page(ref, self.config.dpi, pdfs, self.config.text_layer)
+                page = read_page(ref, self.config.dpi, pdfs, self.config.text_layer, self.config.max_pixels)
                 self.stats.add_busy("decode", time.perf_counter() - t0)
                 if isinstance(page, PageResult):  # read from the text layer, or failed: no engine needed
                     self.results.put(page)
@@ -256,9 +267,29 @@ class _Run:
         return target
 
     def abort(self) -> None:
+        self.aborted = True
         for q in (self.refs, self.images, self.batches, self.results):
             q.abort()
         self.engines[0].abort()  # a decode thread waiting for buffers would wait forever
+
+    def stop(self, reason: OcrbatchError, grace_s: float) -> None:
+        """Take no more pages; results of the pages in progress are written for up to `grace_s` seconds."""
+        if self.stopping is None:
+            self.stopping = reason
+            self.stop_deadline = time.monotonic() + grace_s
+            for q in (self.refs, self.images, self.batches):
+                q.abort()
+        if grace_s <= 0:
+            self.abort()
+
+    def check_stop(self) -> None:
+        reason = signals.requested()
+        if reason is not None and self.stopping is None:
+            log.warning("%s: taking no more pages; finishing the pages in progress (up to %.0f s; send it again "
+                        "to stop at once)", reason.signal_name, signals.GRACE_S)
+            self.stop(reason, signals.GRACE_S)
+        if self.stopping is not None and not self.aborted and time.monotonic() > self.stop_deadline:
+            self.abort()
 
     def snapshot(self) -> Snapshot:
         return self.stats.snapshot(
@@ -291,13 +322,18 @@ class _Run:
             t.start()
         try:
             while True:
+                self.check_stop()
                 try:
                     result = self.results.get(timeout=0.5)
                 except Closed:
                     break
                 if result is not None:
                     t0 = time.perf_counter()
-                    self.writer.write(result)
+                    try:
+                        self.writer.write(result)
+                    except OutputWriteError as exc:
+                        self.stop(exc, 0)
+                        break
                     self.stats.add_busy("write", time.perf_counter() - t0)
                     if result.status is Status.FAILED and len(self.failures) < 100:
                         self.failures.append(self.writer.last_error or "")
@@ -306,7 +342,7 @@ class _Run:
             raise
         finally:
             for t in threads:
-                t.join(timeout=5 if self.crash or not self.results.closed else None)
+                t.join(timeout=5 if self.crash or self.aborted or not self.results.closed else None)
             self.manifest.close()
             self.sampler.stop()
             self.pdfs.close()
@@ -316,7 +352,7 @@ class _Run:
 
     def _summary(self) -> Summary:
         snap = self.snapshot()
-        if not self.found.sources and not self.writer.counts[Status.FAILED]:
+        if not self.found.sources and not self.writer.counts[Status.FAILED] and self.stopping is None:
             where = ", ".join(self.config.inputs)
             raise NoInputsError(f"no PDF or image files found in {where}")
         return Summary(
@@ -330,6 +366,7 @@ class _Run:
             figures=summary_dict(snap),
             output=str(self.out),
             failures=self.failures,
+            stopped_by=self.stopping,
         )
 
 
@@ -341,6 +378,13 @@ def run(config: RunConfig, *, stdin: IO[str] | None = None,
     Snapshot; a reader (panel, log lines, metrics) calls it from its own thread whenever it likes.
     """
     _check_output(config.output)
+    return_large_buffers_to_os()  # peak memory flat in the page count (memory.py)
+    with OutputLock(config.output):  # one run per output folder
+        return _start(config, stdin, watch)
+
+
+def _start(config: RunConfig, stdin: IO[str] | None,
+           watch: Callable[[Callable[[], Snapshot]], None] | None) -> Summary:
     engine_class = registry.engine_class(config.engine)
     if config.ray:  # the cluster's actors hold the engines; this one only names the engine for the manifest
         from .. import cluster

@@ -1,30 +1,22 @@
-"""Page results → files: atomic Markdown writes, attachments, one manifest record per page."""
+"""Page results → files: atomic Markdown writes, attachments, one manifest record per page.
+
+A write error that only this page meets (a name the file system refuses, a folder without permission)
+fails the page; one that every later write would meet too (disk full, quota, file size limit, read-only
+file system, I/O error) raises OutputWriteError, and the run stops with what it finished kept.
+"""
 
 from __future__ import annotations
 
 import logging
-import os
-import tempfile
 import time
 from pathlib import Path
 
+from ..atomic import atomic_write, is_fatal
+from ..errors import OutputWriteError
 from ..manifest import Manifest
 from ..records import PageResult, Status
 
 log = logging.getLogger("ocrbatch")
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write `data` to `path` so a reader sees the old file or the new one, never half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 class Writer:
@@ -44,9 +36,14 @@ class Writer:
                 for att in result.attachments:
                     atomic_write(self.out_dir / att.relpath, att.data)
                 text = result.markdown if result.markdown.endswith("\n") else result.markdown + "\n"
-                atomic_write(self.out_dir / result.ref.output, text.encode("utf-8"))
+                # A file name's undecodable bytes (surrogate escapes) cannot go into UTF-8 text as they are.
+                atomic_write(self.out_dir / result.ref.output, text.encode("utf-8", errors="replace"))
                 self._remove_stale(result)
             except OSError as exc:
+                if is_fatal(exc):
+                    raise OutputWriteError(f"cannot write {self.out_dir / result.ref.output}: "
+                                           f"{exc.strerror or exc}; stopped (pages done so far are kept: "
+                                           "fix it and rerun to continue)") from exc
                 result.status = Status.FAILED
                 result.error = f"cannot write {result.ref.output}: {exc.strerror or exc}"
         if result.status is Status.FAILED:
@@ -68,3 +65,6 @@ class Writer:
         for rel in self.manifest.attachments(result.ref):
             if rel not in now and not rel.startswith("/") and ".." not in rel.split("/"):
                 (self.out_dir / rel).unlink(missing_ok=True)
+
+
+__all__ = ["Writer", "atomic_write"]

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Callable
 from rich.console import Console, RenderableType
 from rich.text import Text
 
-from ..errors import ExitCode, UsageError
+from ..errors import ExitCode, OutputLockedError, UsageError
 from ..pipeline.stats import Snapshot
 from . import plain
 from .panel import render_panel
@@ -134,6 +134,8 @@ class Reporter:
     def __exit__(self, exc_type, exc, tb) -> None:
         self._stop_threads()
         if self._finished or self.metrics is None:
+            return
+        if isinstance(exc, OutputLockedError):  # the metrics belong to the run that holds the folder
             return
         if isinstance(exc, KeyboardInterrupt):
             code = ExitCode.INTERRUPTED

@@ -165,3 +165,20 @@ class StagingRecorder(FakeEngine):
 
     def release(self, pages) -> None:
         type(self).calls.append("release " + pages[0].ref.source.path.stem)
+
+
+class MarkingEngine(FakeEngine):
+    """Writes a file `batch-N` into $OCRBATCH_TEST_MARKS when it starts its N-th batch, then takes
+    $OCRBATCH_TEST_BATCH_S seconds over it: a test can signal the run while a batch is in progress."""
+
+    name = "marking"
+
+    def infer(self, pages: Sequence[PageImage]) -> list[PageOutput | Exception]:
+        import os
+        from pathlib import Path
+
+        marks = Path(os.environ["OCRBATCH_TEST_MARKS"])
+        n = len(list(marks.glob("batch-*"))) + 1
+        (marks / f"batch-{n}").write_text("\n".join(f"{p.ref.source.display} {p.ref.page}" for p in pages))
+        time.sleep(float(os.environ.get("OCRBATCH_TEST_BATCH_S", "1")))
+        return super().infer(pages)

@@ -1,0 +1,108 @@
+"""Files in the output folder: written whole or not at all, readable as the umask says, and the write errors
+that stop a run (disk full and its kind) told apart from those that fail one page.
+
+Every temporary file is named `.NAME.XXXXXXXX.tmp` beside its target. A clean run leaves none; a run killed
+with `kill -9` may, and the next run into the folder removes them (`remove_temporaries`) when it takes over
+the dead run's lock.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import tempfile
+import threading
+from pathlib import Path
+
+# Errors every later write would hit too: the run stops (exit 7) instead of failing page after page.
+FATAL_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO})
+_TEMPORARY = re.compile(r"^\..+\.[A-Za-z0-9_]{8}\.tmp$")
+
+_mode_lock = threading.Lock()
+_file_mode: int | None = None
+_in_flight: set[str] = set()  # temporary files being written now (removed by a hard exit)
+
+
+def is_fatal(exc: OSError) -> bool:
+    return exc.errno in FATAL_WRITE_ERRNOS
+
+
+def file_mode() -> int:
+    """The mode a plain `open(..., "w")` would give a new file: 0o666 less the umask (read once)."""
+    global _file_mode
+    with _mode_lock:
+        if _file_mode is None:
+            umask = _read_umask()
+            _file_mode = 0o666 & ~umask
+        return _file_mode
+
+
+def _read_umask() -> int:
+    try:  # Linux ≥ 4.7 shows it without changing it (os.umask would, for every thread, for a moment)
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return umask
+
+
+def temporary(path: Path) -> tuple[int, str]:
+    """A new temporary file beside `path` (fd, name), with the umask's mode, registered as in flight."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    _in_flight.add(tmp)
+    try:
+        os.fchmod(fd, file_mode())
+    except OSError:
+        pass
+    return fd, tmp
+
+
+def finish(tmp: str, path: Path) -> None:
+    os.replace(tmp, path)
+    _in_flight.discard(tmp)
+
+
+def discard(tmp: str) -> None:
+    _in_flight.discard(tmp)
+    Path(tmp).unlink(missing_ok=True)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write `data` to `path` so a reader sees the old file or the new one, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = temporary(path)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        finish(tmp, path)
+    except BaseException:
+        discard(tmp)
+        raise
+
+
+def remove_in_flight() -> None:
+    """Remove temporary files being written right now; for an exit that cannot wait for them."""
+    for tmp in list(_in_flight):
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
+def remove_temporaries(out_dir: Path) -> int:
+    """Remove temporary files a killed run left anywhere below `out_dir`; how many were removed."""
+    removed = 0
+    for dirpath, _dirnames, filenames in os.walk(out_dir):
+        for name in filenames:
+            if _TEMPORARY.match(name):
+                try:
+                    os.unlink(os.path.join(dirpath, name))
+                    removed += 1
+                except OSError:
+                    pass
+    return removed

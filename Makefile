@@ -16,7 +16,7 @@ $(VENV)/.base: pyproject.toml | $(BIN)/python
 
 $(VENV)/.test: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q "$(TORCH)"
-	$(BIN)/pip install -q -e ".[gpu,ray,test]"
+	$(BIN)/pip install -q -e ".[gpu,ray,serve,test]"
 	touch $@
 
 run: $(VENV)/.base

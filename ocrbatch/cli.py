@@ -1,4 +1,6 @@
-"""The command line: options → RunConfig → pipeline.run(); errors → exit codes. No logic lives here."""
+"""The command line: options → a Converter → convert(); errors → exit codes. No logic lives here.
+
+Every `convert` option may also come from an OCRBATCH_* variable (config.ENV); a flag given wins."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from typing import Callable, NoReturn, Optional
 import typer
 
 from . import __version__
-from .config import EngineOptions
+from .config import ENV
 from .errors import ExitCode, OcrbatchError, UsageError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -51,78 +53,80 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
     pass
 
 
+def _opt(name: str, default, *flags: str, **kw):
+    """A `convert` option that may also come from its OCRBATCH_* variable (the flag wins)."""
+    return typer.Option(default, *flags, envvar=ENV[name], show_envvar=False, **kw)
+
+
 @app.command()
 def convert(
     inputs: list[str] = typer.Argument(..., help="Files, folders, or - to read a list of paths from stdin."),
-    output: Path = typer.Option(..., "-o", "--output", help="Folder for the Markdown files and manifest.jsonl."),
-    engine: str = typer.Option("rapidocr", "--engine", "-e",
-                               help="rapidocr (embedded, CPU), deepseek-ocr2 (GPU, needs --model) or fake."),
-    model: Optional[str] = typer.Option(None, "--model", "-m",
-                                        help="deepseek-ocr2 weights: a local folder or a Hugging Face id."),
-    dtype: str = typer.Option("auto", "--dtype", help="auto, bfloat16, float16 or float32 (deepseek-ocr2)."),
-    prompt: str = typer.Option("markdown", "--prompt",
-                               help="markdown, free, or your own text containing <image> (deepseek-ocr2)."),
-    max_new_tokens: int = typer.Option(8192, "--max-new-tokens", help="Most tokens per page (deepseek-ocr2)."),
-    threads: Optional[int] = typer.Option(None, "--threads",
-                                          help="CPU threads for the engine (rapidocr: default the CPUs available, "
-                                               "up to 8; with --ray, the CPUs each worker takes, default 2)."),
-    model_size: str = typer.Option("tiny", "--model-size",
-                                   help="rapidocr: tiny (PP-OCRv6 tiny models; unsure lines read again with small) "
-                                        "or small (the small models throughout: slower)."),
-    keep_furniture: bool = typer.Option(False, "--keep-furniture",
-                                        help="rapidocr: keep running heads and feet, page numbers and margin "
-                                             "stamps (left out by default)."),
-    devices: str = typer.Option("auto", "--devices",
-                                help="Where engines run: auto (every GPU for a GPU engine), cpu, 0,1 or cuda:0; "
-                                     "one worker per device."),
-    dpi: int = typer.Option(150, help="Resolution for rendering PDF pages."),
-    text_layer: str = typer.Option("auto", "--text-layer",
-                                   help="PDF pages with a real text layer: auto (use it, OCR the rest), "
-                                        "off (OCR every page) or only (never OCR; other pages fail)."),
-    ray: Optional[str] = typer.Option(None, "--ray", metavar="ADDRESS",
-                                      help="Convert on a Ray cluster: auto (the cluster this machine is part "
-                                           "of), local (a Ray instance just for this run) or the head's address."),
-    ray_workers: Optional[int] = typer.Option(None, "--ray-workers",
-                                              help="Engine workers on the Ray cluster (default: one per GPU, "
-                                                   "or one per 2 CPUs for a CPU engine)."),
-    max_batch: int = typer.Option(8, "--max-batch", help="Most pages in one engine batch."),
-    max_wait_ms: int = typer.Option(200, "--max-wait-ms", help="Longest a page waits for its batch to fill."),
-    workers: Optional[int] = typer.Option(None, "--workers", "-j", help="Decode threads (default: up to 4)."),
-    pages: Optional[str] = typer.Option(None, "--pages", help="Pages to convert, e.g. 1-3,7,10- ."),
-    max_pixels: int = typer.Option(200_000_000, "--max-pixels",
-                                   help="Largest image frame to read, in pixels (default 200 MP); a larger one "
-                                        "fails as a page instead of taking gigabytes."),
-    force: bool = typer.Option(False, "--force", help="Redo pages an earlier run already finished."),
-    null: bool = typer.Option(False, "-0", "--null", help="Paths on stdin are NUL-separated (find -print0)."),
-    as_json: bool = typer.Option(False, "--json", help="Print a JSON summary on stdout."),
-    quiet: bool = typer.Option(False, "-q", "--quiet", help="Print only errors."),
-    no_progress: bool = typer.Option(False, "--no-progress",
-                                     help="No live panel: plain timestamped lines every --log-every seconds."),
-    log_every: float = typer.Option(30.0, "--log-every", metavar="SECONDS",
-                                    help="Seconds between plain progress lines and --metrics-file updates."),
-    metrics_file: Optional[Path] = typer.Option(None, "--metrics-file", metavar="PATH",
-                                                help="Keep Prometheus metrics here (node_exporter textfile format)."),
-    verbose: int = typer.Option(0, "-v", "--verbose", count=True, help="More detail; tracebacks on errors."),
+    output: Path = _opt("output", ..., "-o", "--output", help="Folder for the Markdown files and manifest.jsonl."),
+    engine: str = _opt("engine", "rapidocr", "--engine", "-e",
+                       help="rapidocr (embedded, CPU), deepseek-ocr2 (GPU, needs --model) or fake."),
+    model: Optional[str] = _opt("model", None, "--model", "-m",
+                                help="deepseek-ocr2 weights: a local folder or a Hugging Face id."),
+    dtype: str = _opt("dtype", "auto", "--dtype", help="auto, bfloat16, float16 or float32 (deepseek-ocr2)."),
+    prompt: str = _opt("prompt", "markdown", "--prompt",
+                       help="markdown, free, or your own text containing <image> (deepseek-ocr2)."),
+    max_new_tokens: int = _opt("max_new_tokens", 8192, "--max-new-tokens",
+                               help="Most tokens per page (deepseek-ocr2)."),
+    threads: Optional[int] = _opt("threads", None, "--threads",
+                                  help="CPU threads for the engine (rapidocr: default the CPUs available, "
+                                       "up to 8; with --ray, the CPUs each worker takes, default 2)."),
+    model_size: str = _opt("model_size", "small", "--model-size",
+                           help="rapidocr: small (PP-OCRv6 small models) or tiny (about 2x faster, fewer words "
+                                "read right; unsure lines read again with small)."),
+    keep_furniture: bool = _opt("keep_furniture", False, "--keep-furniture",
+                                help="Keep running heads and feet, page numbers and margin stamps (left out by "
+                                     "default; rapidocr and PDF text layers)."),
+    devices: str = _opt("devices", "auto", "--devices",
+                        help="Where engines run: auto (every GPU for a GPU engine), cpu, 0,1 or cuda:0; "
+                             "one worker per device."),
+    dpi: int = _opt("dpi", 150, "--dpi", help="Resolution for rendering PDF pages."),
+    text_layer: str = _opt("text_layer", "auto", "--text-layer",
+                           help="PDF pages with a real text layer: auto (use it, OCR the rest), "
+                                "off (OCR every page) or only (never OCR; other pages fail)."),
+    ray: Optional[str] = _opt("ray", None, "--ray", metavar="ADDRESS",
+                              help="Convert on a Ray cluster: auto (the cluster this machine is part "
+                                   "of), local (a Ray instance just for this run) or the head's address."),
+    ray_workers: Optional[int] = _opt("ray_workers", None, "--ray-workers",
+                                      help="Engine workers on the Ray cluster (default: one per GPU, "
+                                           "or one per 2 CPUs for a CPU engine)."),
+    max_batch: int = _opt("max_batch", 8, "--max-batch", help="Most pages in one engine batch."),
+    max_wait_ms: int = _opt("max_wait_ms", 200, "--max-wait-ms",
+                            help="Longest a page waits for its batch to fill."),
+    workers: Optional[int] = _opt("workers", None, "--workers", "-j", help="Decode threads (default: up to 4)."),
+    pages: Optional[str] = _opt("pages", None, "--pages", help="Pages to convert, e.g. 1-3,7,10- ."),
+    max_pixels: int = _opt("max_pixels", 200_000_000, "--max-pixels",
+                           help="Largest image frame to read, in pixels (default 200 MP); a larger one "
+                                "fails as a page instead of taking gigabytes."),
+    force: bool = _opt("force", False, "--force", help="Redo pages an earlier run already finished."),
+    null: bool = _opt("null", False, "-0", "--null", help="Paths on stdin are NUL-separated (find -print0)."),
+    as_json: bool = _opt("json", False, "--json", help="Print a JSON summary on stdout."),
+    quiet: bool = _opt("quiet", False, "-q", "--quiet", help="Print only errors."),
+    no_progress: bool = _opt("no_progress", False, "--no-progress",
+                             help="No live panel: plain timestamped lines every --log-every seconds."),
+    log_every: float = _opt("log_every", 30.0, "--log-every", metavar="SECONDS",
+                            help="Seconds between plain progress lines and --metrics-file updates."),
+    metrics_file: Optional[Path] = _opt("metrics_file", None, "--metrics-file", metavar="PATH",
+                                        help="Keep Prometheus metrics here (node_exporter textfile format)."),
+    verbose: int = _opt("verbose", 0, "-v", "--verbose", count=True, help="More detail; tracebacks on errors."),
 ) -> None:
-    """Convert documents to Markdown: OUT/NAME.md per image, OUT/NAME/page-0001.md per PDF page."""
+    """Convert documents to Markdown: OUT/NAME.md per image, OUT/NAME/page-0001.md per PDF page.
+    Every option can also be set by an OCRBATCH_* variable (OCRBATCH_ENGINE, OCRBATCH_MAX_BATCH, ...)."""
     _setup_logging(quiet, verbose)
 
     def convert_all() -> ExitCode:
-        from .config import PageSelection, RunConfig, default_workers
-        from .engines import registry
+        from .converter import Converter
 
-        if engine not in registry.names():
-            raise UsageError(f"unknown engine {engine!r}; choose one of: {', '.join(registry.names())}")
-        config = RunConfig(
-            inputs=tuple(inputs), output=output, engine=engine,
-            engine_options=EngineOptions(model=model, dtype=dtype, prompt=prompt, max_new_tokens=max_new_tokens,
-                                         threads=threads, model_size=model_size, keep_furniture=keep_furniture),
-            devices=devices, dpi=dpi, text_layer=text_layer, max_batch=max_batch, max_wait_ms=max_wait_ms,
-            workers=workers or default_workers(), pages=PageSelection.parse(pages) if pages else None,
-            force=force, null_separated=null, ray=ray, ray_workers=ray_workers, max_pixels=max_pixels,
-        )
-        return _run_convert(config, as_json=as_json, quiet=quiet, progress=not no_progress,
-                            log_every=log_every, metrics_file=metrics_file)
+        converter = Converter(engine=engine, model=model, devices=devices, max_batch=max_batch, dtype=dtype,
+                              prompt=prompt, max_new_tokens=max_new_tokens, threads=threads, dpi=dpi,
+                              model_size=model_size, keep_furniture=keep_furniture, text_layer=text_layer,
+                              ray=ray, ray_workers=ray_workers, max_wait_ms=max_wait_ms, workers=workers,
+                              max_pixels=max_pixels)
+        return _run_convert(converter, inputs, output, pages=pages, force=force, null=null, as_json=as_json,
+                            quiet=quiet, progress=not no_progress, log_every=log_every, metrics_file=metrics_file)
 
     _exit_with(convert_all, verbose)
 
@@ -144,14 +148,14 @@ def _exit_with(command: Callable[[], int], verbose: int) -> NoReturn:
     raise typer.Exit(int(code))
 
 
-def _run_convert(config, *, as_json: bool, quiet: bool, progress: bool, log_every: float,
-                 metrics_file: Path | None) -> ExitCode:
-    from .pipeline.run import run
+def _run_convert(converter, inputs: list[str], output: Path, *, pages: str | None, force: bool, null: bool,
+                 as_json: bool, quiet: bool, progress: bool, log_every: float, metrics_file: Path | None) -> ExitCode:
     from .pipeline.signals import catch_stop_signals
 
-    reporter = _reporter(quiet, progress, log_every, metrics_file, config.engine, config.output)
-    with reporter, catch_stop_signals():  # SIGINT/SIGTERM: stop taking pages, end with a summary
-        summary = run(config, stdin=sys.stdin if "-" in config.inputs else None, watch=reporter.watch)
+    reporter = _reporter(quiet, progress, log_every, metrics_file, converter.engine, output)
+    with converter, reporter, catch_stop_signals():  # SIGINT/SIGTERM: stop taking pages, end with a summary
+        summary = converter.convert(inputs, output, pages=pages, force=force, null_separated=null,
+                                    stdin=sys.stdin if "-" in inputs else None, watch=reporter.watch)
         reporter.finish(summary)
     for source, key in summary.renamed:
         log.warning("%s: another input maps to the same output name; written as %s", source, key)
@@ -209,6 +213,61 @@ def bench(
         return bench_main(config, json_out=as_json, quiet=quiet)
 
     _exit_with(run_bench, verbose)
+
+
+@app.command()
+def serve(
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (0.0.0.0: every interface)."),
+    port: int = typer.Option(8000, "--port", "-p", help="Port to listen on (0: any free one, printed)."),
+    engine: str = _opt("engine", "rapidocr", "--engine", "-e",
+                       help="rapidocr, deepseek-ocr2 (needs --model), fake or fake-timed (load tests)."),
+    model: Optional[str] = _opt("model", None, "--model", "-m",
+                                help="deepseek-ocr2 weights: a local folder or a Hugging Face id."),
+    dtype: str = _opt("dtype", "auto", "--dtype", help="auto, bfloat16, float16 or float32 (deepseek-ocr2)."),
+    prompt: str = _opt("prompt", "markdown", "--prompt", help="markdown, free, or your own text (deepseek-ocr2)."),
+    max_new_tokens: int = _opt("max_new_tokens", 8192, "--max-new-tokens",
+                               help="Most tokens per page (deepseek-ocr2)."),
+    threads: Optional[int] = _opt("threads", None, "--threads", help="CPU threads for the engine."),
+    model_size: str = _opt("model_size", "small", "--model-size", help="rapidocr: small or tiny (faster)."),
+    keep_furniture: bool = _opt("keep_furniture", False, "--keep-furniture",
+                                help="Keep running heads and feet, page numbers and margin stamps."),
+    devices: str = _opt("devices", "auto", "--devices", help="Where engines run: auto, cpu, 0,1 or cuda:0."),
+    dpi: int = _opt("dpi", 150, "--dpi", help="Resolution for rendering PDF pages."),
+    text_layer: str = _opt("text_layer", "auto", "--text-layer", help="PDF text layers: auto, off or only."),
+    max_batch: int = _opt("max_batch", 8, "--max-batch", help="Most pages in one engine batch."),
+    max_wait_ms: int = _opt("max_wait_ms", 200, "--max-wait-ms",
+                            help="Longest a page waits for its batch to fill."),
+    workers: Optional[int] = _opt("workers", None, "--workers", "-j", help="Decode threads (default: up to 4)."),
+    max_upload_mb: float = typer.Option(50.0, "--max-upload-mb", help="Larger uploads are refused (413)."),
+    max_queue: int = typer.Option(256, "--max-queue",
+                                  help="Most pages held for requests at once; a request beyond is refused "
+                                       "(503 with Retry-After)."),
+    token: Optional[str] = typer.Option(None, "--token", envvar="OCRBATCH_TOKEN", show_envvar=True,
+                                        help="Require Authorization: Bearer TOKEN on /v1/* (401 without)."),
+    drain_s: float = typer.Option(30.0, "--drain-s", metavar="SECONDS",
+                                  help="On SIGTERM, how long requests in flight may take to finish."),
+    quiet: bool = _opt("quiet", False, "-q", "--quiet", help="Print only errors."),
+    verbose: int = _opt("verbose", 0, "-v", "--verbose", count=True, help="Server logs (-vv: every request)."),
+) -> None:
+    """Serve conversions over HTTP: one loaded engine; concurrent requests share its batches."""
+    _setup_logging(quiet, verbose)
+
+    def run_server() -> int:
+        try:
+            from .serve.run import serve as serve_main
+        except ImportError as exc:
+            raise UsageError(f"ocrbatch serve needs the serve extra: pip install 'ocrbatch[serve]' ({exc})") from exc
+        from .serve.config import ServeConfig
+
+        config = ServeConfig(host=host, port=port, max_upload_mb=max_upload_mb, max_queue=max_queue,
+                             token=token, drain_s=drain_s, window=2 * max(1, max_batch))
+        options = dict(engine=engine, model=model, dtype=dtype, prompt=prompt, max_new_tokens=max_new_tokens,
+                       threads=threads, model_size=model_size, keep_furniture=keep_furniture, devices=devices,
+                       dpi=dpi, text_layer=text_layer, max_batch=max_batch, max_wait_ms=max_wait_ms,
+                       workers=workers)
+        return serve_main(options, config, verbose=verbose, quiet=quiet)
+
+    _exit_with(run_server, verbose)
 
 
 @app.command()

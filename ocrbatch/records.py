@@ -73,7 +73,9 @@ class PageImage:
     ref: PageRef
     image: Any  # PIL.Image.Image, RGB
     decode_s: float = 0.0
-    prepared: Any = None  # the engine's own preprocessed inputs (Engine.prepare), e.g. tiles in pool slots
+    prepared: Any = None  # the engine's own preprocessed inputs (Front.prepare), e.g. tiles in pool slots
+    held_s: float = 0.0  # seconds `prepare` waited for free buffers (back-pressure, not work)
+    reply: Any = None  # where the page's result goes (pipeline/lanes.py: Reply); None: the worker's own emit
 
     @property
     def size(self) -> tuple[int, int]:
@@ -120,6 +122,17 @@ class PageResult:
     source_path: str = ""
     timings: dict[str, float] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def message(self) -> str | None:
+        """A failure as the one line the CLI prints: where (file, page) and why; None when it did not fail."""
+        if self.status is not Status.FAILED:
+            return None
+        return f"{self.ref.label if self.ref else self.source_display}: {self.error}"
+
+    @property
+    def ok(self) -> bool:
+        return self.status in (Status.OK, Status.SKIPPED)
 
     @classmethod
     def failed_file(cls, path: Path, display: str, error: str) -> "PageResult":

@@ -36,7 +36,7 @@ DEFAULT_DEV = ROOT.parent / "shared" / "bench" / "dev"
 STRESS = ROOT / "bench" / "stress"
 # --model-size values measured; "tiny-rec" (small detector, tiny recognizer) exists for this table only
 SIZES = ("tiny", "tiny-rec", "small")
-DEFAULT_SIZE = "tiny"
+DEFAULT_SIZE = "small"  # EngineOptions.model_size: what `convert` (and the tesseract ratio) runs
 
 
 def convert(dev: Path, out: Path, engine: str, extra: list[str]) -> tuple[float, int, int]:

@@ -306,7 +306,9 @@ def main() -> int:
                 fn()
             except Exception as exc:  # noqa: BLE001 - report and go on to the next step
                 status = 1
-                say(name, error=f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}")
+                from ocrbatch.errors import error_line
+
+                say(name, error=error_line(exc))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     say("done", total_s=round(time.monotonic() - T0, 1), exit=status)

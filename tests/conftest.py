@@ -49,3 +49,27 @@ def run_cli(*args: str, cwd: Path | None = None, stdin: str | bytes | None = Non
 
 def manifest(out: Path) -> list[dict]:
     return [json.loads(line) for line in (out / "manifest.jsonl").read_text().splitlines() if line]
+
+
+@pytest.fixture
+def register_engine():
+    """Registers test engines (tests/engines) under their names for in-process runs; gone after the test.
+    `register_engine(cls)` returns the name. The one way tests add engines."""
+    from ocrbatch.engines import registry
+
+    names: list[str] = []
+
+    def register(cls) -> str:
+        registry.register(cls.name, cls)
+        names.append(cls.name)
+        return cls.name
+
+    yield register
+    for name in names:
+        registry.unregister(name)
+
+
+@pytest.fixture
+def engine(request, register_engine):
+    """The engine named by `request.param` (a class from tests/engines), registered (use with indirect=True)."""
+    return register_engine(request.param)

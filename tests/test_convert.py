@@ -14,7 +14,6 @@ from engines import CrashOnPage, FigureEngine, NoLoadEngine, RecordingEngine
 from ocrbatch.cli import app
 from ocrbatch.config import RunConfig
 from ocrbatch.pipeline.run import run
-from ocrbatch.engines import registry
 
 
 @pytest.fixture
@@ -25,15 +24,6 @@ def docs(tmp_path) -> Path:
     draw_page("second page", size=(800, 600)).save(d / "b.jpg")
     save_pdf(d / "c.pdf", [draw_page("pdf one"), draw_page("pdf two")])
     return d
-
-
-@pytest.fixture
-def engine(request):
-    """Register a test engine for in-process runs."""
-    cls = request.param
-    registry.register(cls.name, cls)
-    yield cls.name
-    registry.unregister(cls.name)
 
 
 def invoke(*args: str):

@@ -153,7 +153,7 @@ def test_the_engine_path_through_the_worker_allocates_nothing_after_warm_up(tiny
     def take(block: bool):  # the decode side, inline: prepare the next batch when the worker asks for it
         if len(seen) == batches:
             return None
-        seen.append(engine.buffer_stats()["allocations"])
+        seen.append(engine.stats()["allocations"])
         return Batch((engine.prepare(page),))
 
     worker = InferWorker(engine, results.append)
@@ -166,7 +166,7 @@ def test_the_engine_path_through_the_worker_allocates_nothing_after_warm_up(tiny
     assert figures.batches == batches and figures.allocations_after_warmup == 0
     # One page in each of two staged batches: 2 × (1 global + 2 crop) host slots and 2 × 2 device buffers.
     assert figures.allocations == 10 and seen[WARMUP_BATCHES + 1:] == [10] * (batches - WARMUP_BATCHES - 1)
-    assert engine.buffer_stats()["slots"] == 6 and engine._prep.pool.in_use() == 0  # every slot came back
+    assert engine.stats()["slots"] == 6 and engine._prep.pool.in_use() == 0  # every slot came back
 
 
 

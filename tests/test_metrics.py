@@ -11,7 +11,6 @@ from typer.testing import CliRunner
 from conftest import draw_page
 from engines import NoLoadEngine
 from ocrbatch.cli import app
-from ocrbatch.engines import registry
 from ocrbatch.errors import UsageError
 from ocrbatch.gpu.nvml import GpuReading, ResourceSample
 from ocrbatch.metrics import MetricsFile, render
@@ -67,15 +66,11 @@ def test_a_missing_folder_is_a_usage_error(tmp_path):
         MetricsFile(tmp_path / "no" / "m.prom")
 
 
-def test_a_run_that_cannot_load_its_engine_still_records_its_exit_code(tmp_path):
+def test_a_run_that_cannot_load_its_engine_still_records_its_exit_code(tmp_path, register_engine):
     draw_page("x").save(tmp_path / "x.png")
     prom = tmp_path / "m.prom"
-    registry.register(NoLoadEngine.name, NoLoadEngine)
-    try:
-        r = CliRunner().invoke(app, ["convert", str(tmp_path / "x.png"), "-o", str(tmp_path / "o"),
-                                     "--engine", NoLoadEngine.name, "--metrics-file", str(prom), "-q"])
-    finally:
-        registry.unregister(NoLoadEngine.name)
+    r = CliRunner().invoke(app, ["convert", str(tmp_path / "x.png"), "-o", str(tmp_path / "o"),
+                                 "--engine", register_engine(NoLoadEngine), "--metrics-file", str(prom), "-q"])
     assert r.exit_code == 5
     m = parse(prom.read_text())
     assert m[("ocrbatch_exit_code", ())] == 5 and m[("ocrbatch_running", ())] == 0

@@ -71,25 +71,20 @@ def _catch(errors, fn):
 
 # -- the pool in the real paths ----------------------------------------------------------------------------
 
-def test_exhausted_slots_hold_the_decode_threads_back_through_the_pipeline(tmp_path):
+def test_exhausted_slots_hold_the_decode_threads_back_through_the_pipeline(tmp_path, register_engine):
     from typer.testing import CliRunner
 
     from conftest import draw_page, manifest
     from engines import PooledEngine
     from ocrbatch.cli import app
-    from ocrbatch.engines import registry
-
     docs = tmp_path / "docs"
     docs.mkdir()
     for i in range(8):
         draw_page(f"page {i}", size=(200, 260), font_size=18).save(docs / f"p{i}.png")
     draw_page("bad", size=(200, 260), font_size=18).save(docs / "poison.png")
-    registry.register(PooledEngine.name, PooledEngine)
-    try:
-        r = CliRunner().invoke(app, ["convert", str(docs), "-o", str(tmp_path / "out"), "--engine", "pooled",
-                                     "--max-batch", "1", "-j", "2", "--json", "--no-progress"])
-    finally:
-        registry.unregister(PooledEngine.name)
+    r = CliRunner().invoke(app, ["convert", str(docs), "-o", str(tmp_path / "out"), "--engine",
+                                 register_engine(PooledEngine), "--max-batch", "1", "-j", "2", "--json",
+                                 "--no-progress"])
     assert r.exit_code == 3, (r.stderr, r.exception)  # the poisoned page failed; the rest went through
     statuses = {rec["source"].rsplit("/", 1)[-1]: rec["status"] for rec in manifest(tmp_path / "out")}
     assert statuses.pop("poison.png") == "failed" and set(statuses.values()) == {"ok"} and len(statuses) == 8

@@ -13,7 +13,6 @@ from ocrbatch.pipeline.run import run
 
 import engines
 from conftest import draw_page, manifest, save_pdf
-from ocrbatch.engines import registry
 
 ray = pytest.importorskip("ray")
 ray.cloudpickle.register_pickle_by_value(engines)  # the workers get the fault engines' code with the task
@@ -72,10 +71,8 @@ def test_a_gpu_engine_on_a_cluster_without_gpus_is_an_engine_load_error(cluster,
 
 
 @pytest.fixture()
-def fault_engine(request):
-    registry.register(request.param.name, request.param)
-    yield request.param.name
-    registry.unregister(request.param.name)
+def fault_engine(request, register_engine):
+    return register_engine(request.param)
 
 
 @pytest.mark.parametrize("fault_engine", [engines.CrashOnPage], indirect=True)
@@ -97,3 +94,14 @@ def test_a_page_that_kills_its_worker_fails_and_the_run_goes_on(cluster, docs, t
     records = {Path(r["source"]).name: r for r in manifest(out) if r["page"] in (None, 1)}
     assert records["fatal.png"]["status"] == "failed" and "died" in records["fatal.png"]["error"]
     assert summary.counts["ok"] == 5 and summary.exit_code == 3
+
+
+def test_workers_leave_text_layer_furniture_out_unless_kept(cluster, tmp_path):
+    from test_layout_textlayer import report_with_furniture
+
+    pdf = report_with_furniture(tmp_path / "in" / "report.pdf")
+    for keep, out in ((False, tmp_path / "dropped"), (True, tmp_path / "kept")):
+        summary = run(RunConfig.build((str(pdf),), out, engine="fake", ray="auto", keep_furniture=keep))
+        assert summary.counts["ok"] == 2
+        page = (out / "report" / "page-0002.md").read_text()
+        assert "beta four ends" in page and ("Page 2 of 2" in page) is keep

@@ -24,3 +24,29 @@ class FakeEngine(Engine):
                   f"Image {w}x{h} px, content digest {digest}.\n")
             outs.append(PageOutput(markdown=md))
         return outs
+
+
+class TimedFakeEngine(FakeEngine):
+    """The fake engine with a GPU-like cost: each batch sleeps a fixed time plus a smaller one per page, so
+    batching pays off as it does on a real model. For load tests of `ocrbatch serve` (scripts/loadgen.py).
+    Costs from OCRBATCH_FAKE_BATCH_MS (default 100) and OCRBATCH_FAKE_PAGE_MS (default 10)."""
+
+    name = "fake-timed"
+
+    def load(self, device: str) -> None:
+        import os
+
+        from ..errors import EngineLoadError
+
+        super().load(device)
+        try:
+            self.batch_s = float(os.environ.get("OCRBATCH_FAKE_BATCH_MS", "100")) / 1000.0
+            self.page_s = float(os.environ.get("OCRBATCH_FAKE_PAGE_MS", "10")) / 1000.0
+        except ValueError as exc:
+            raise EngineLoadError(f"fake-timed: OCRBATCH_FAKE_BATCH_MS/OCRBATCH_FAKE_PAGE_MS: {exc}") from exc
+
+    def infer(self, pages: Sequence[PageImage]) -> list[PageOutput | Exception]:
+        import time
+
+        time.sleep(self.batch_s + self.page_s * len(pages))
+        return super().infer(pages)

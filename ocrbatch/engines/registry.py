@@ -7,12 +7,13 @@ from typing import Callable
 
 from ..config import EngineOptions
 from ..errors import EngineLoadError, UsageError
-from .base import Engine
+from .base import Engine, Front, Runner
 
 _BUILTIN = {
     "rapidocr": "ocrbatch.engines.rapid:RapidOcrEngine",
     "deepseek-ocr2": "ocrbatch.engines.deepseek_ocr2.engine:DeepseekOcr2Engine",
     "fake": "ocrbatch.engines.fake:FakeEngine",
+    "fake-timed": "ocrbatch.engines.fake:TimedFakeEngine",
 }
 _EXTRA: dict[str, Callable[[EngineOptions], Engine]] = {}
 
@@ -45,3 +46,11 @@ def engine_class(name: str) -> Callable[[EngineOptions], Engine]:
 
 def create(name: str, options: EngineOptions) -> Engine:
     return engine_class(name)(options)
+
+
+def build(name: str, options: EngineOptions, devices: int) -> tuple[Front, list[Runner]]:
+    """The engine's front and one runner per device. An engine is one class playing both roles: the first
+    device's runner is also the front (what it prepares, its own runner frees); the others are new ones."""
+    factory = engine_class(name)
+    front = factory(options)
+    return front, [front] + [factory(options) for _ in range(devices - 1)]

@@ -1,20 +1,27 @@
-"""Page refs → page images, in a pool of producer threads.
+"""Page refs → prepared page images, in a pool of producer threads (`run`), or one page at a time for the
+Python API (`DecodePool`).
 
 PDF pages are rendered lazily, one page at a time, under the PDFium lock; images are decoded with
-Pillow outside it. Output goes to a bounded queue, so memory does not grow with the size of a PDF.
+Pillow outside it; then the engine's front prepares each page (`read`: the one prepare-or-fail path, also
+used by the Ray workers). Output goes to bounded lanes, so memory does not grow with the size of a PDF.
 """
 
 from __future__ import annotations
 
 import collections
 import logging
+import queue
+import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 from .. import pdfium
-from ..errors import DecodeError, OcrbatchError, error_line
+from ..engines.base import Front
+from ..errors import DecodeError, EngineLoadError, OcrbatchError, error_line
 from ..images import DEFAULT_MAX_PIXELS, check_size, open_image, to_rgb
 from ..records import Kind, PageImage, PageRef, PageResult, Status
+from .queue import ClosableQueue, Closed
 
 log = logging.getLogger("ocrbatch")
 
@@ -54,10 +61,11 @@ class PdfCache:
             self._open.clear()
 
 
-def text_layer_page(ref: PageRef, dpi: int, pdfs: PdfCache, mode: str) -> PageResult | None:
+def text_layer_page(ref: PageRef, dpi: int, pdfs: PdfCache, mode: str,
+                    keep_furniture: bool = False) -> PageResult | None:
     """The page's Markdown from its PDF text layer (`--text-layer auto|only`), as a finished result;
     None when the page should be read by the engine instead. With `only`, a page without a usable
-    layer is a failed result rather than None."""
+    layer is a failed result rather than None. Furniture is left out unless `keep_furniture`."""
     from .. import textlayer
 
     if mode == "off":
@@ -67,7 +75,7 @@ def text_layer_page(ref: PageRef, dpi: int, pdfs: PdfCache, mode: str) -> PageRe
     if ref.source.kind is Kind.PDF:
         try:
             text = pdfs.text(ref.source.path, ref.page - 1)
-            page = textlayer.page_markdown(text, dpi)
+            page = textlayer.page_markdown(text, dpi, keep_furniture)
             if page is not None:
                 info = {"path": "text-layer", "lines": page.lines}
                 if page.turn:
@@ -88,10 +96,10 @@ def text_layer_page(ref: PageRef, dpi: int, pdfs: PdfCache, mode: str) -> PageRe
 
 
 def read_page(ref: PageRef, dpi: int, pdfs: PdfCache, text_layer: str,
-              max_pixels: int = DEFAULT_MAX_PIXELS) -> PageImage | PageResult:
+              max_pixels: int = DEFAULT_MAX_PIXELS, keep_furniture: bool = False) -> PageImage | PageResult:
     """The page as an image for the engine, or already finished: read from its PDF text layer, or failed
     (a one-line reason; a decoder's own bug fails this page only)."""
-    done = text_layer_page(ref, dpi, pdfs, text_layer)
+    done = text_layer_page(ref, dpi, pdfs, text_layer, keep_furniture)
     if done is not None:
         return done
     try:
@@ -132,3 +140,77 @@ def decode_page(ref: PageRef, dpi: int, pdfs: PdfCache, max_pixels: int = DEFAUL
         raise DecodeError(f"page is too small ({image.width}x{image.height} px)")
     return PageImage(ref=ref, image=image, decode_s=time.perf_counter() - t0)
 
+
+def rgb_copy(image):
+    """An RGB copy of a PIL image (transparent areas as white paper), as decoding makes."""
+    return to_rgb(image) if image.mode != "RGB" else image.copy()
+
+
+def read(ref: PageRef, dpi: int, pdfs: PdfCache, text_layer: str, front: Front,
+         max_pixels: int = DEFAULT_MAX_PIXELS, keep_furniture: bool = False) -> PageImage | PageResult:
+    """The page decoded and prepared by the engine's front (on this thread), or already finished: read from
+    its text layer, or failed. EngineLoadError from `prepare` is raised (the engine cannot work at all)."""
+    page = read_page(ref, dpi, pdfs, text_layer, max_pixels, keep_furniture)
+    if isinstance(page, PageResult):
+        return page
+    return prepare(front, page)
+
+
+def prepare(front: Front, page: PageImage) -> PageImage | PageResult:
+    """Front.prepare, with a failure confined to its page (its result, one line)."""
+    try:
+        return front.prepare(page)
+    except EngineLoadError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - one page's preprocessing failed; the others go on
+        log.debug("preparing %s failed", page.ref.label, exc_info=True)
+        return PageResult(ref=page.ref, status=Status.FAILED, error=error_line(exc))
+
+
+def run(refs: ClosableQueue[PageRef], send: Callable[[PageImage], None], results: ClosableQueue[PageResult],
+        read_one: Callable[[PageRef], PageImage | PageResult], busy: Callable[[float], None]) -> None:
+    """One decode thread: refs until there are none; each page to `send` (the lanes) or, finished already
+    (text layer, failure), to `results`. Time spent held back by the engine's buffers is not busy time."""
+    try:
+        while True:
+            try:
+                ref = refs.get()
+            except Closed:
+                return
+            t0 = time.perf_counter()
+            page = read_one(ref)
+            busy(time.perf_counter() - t0 - (page.held_s if isinstance(page, PageImage) else 0.0))
+            if isinstance(page, PageResult):
+                results.put(page)
+            else:
+                send(page)
+    finally:
+        results.close()
+
+
+class DecodePool:
+    """Threads that decode and prepare pages submitted through the Python API, in the order submitted
+    (the Converter keeps one pool per lane, so interactive pages never queue behind bulk ones)."""
+
+    def __init__(self, threads: int, name: str = "decode") -> None:
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._threads = [threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True)
+                         for i in range(max(1, threads))]
+        for t in self._threads:
+            t.start()
+
+    def submit(self, job: Callable[[], None]) -> None:
+        self._jobs.put(job)
+
+    def _work(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            try:
+                job()
+            except Exception:  # noqa: BLE001 - a job answers its own errors; this is a last resort
+                log.exception("a decode job failed")
+
+    def close(self) -> None:
+        for _ in self._threads:
+            self._jobs.put(None)
+        for t in self._threads:
+            t.join()

@@ -26,6 +26,7 @@ from ..config import PageSelection
 from ..errors import DecodeError, error_line
 from ..images import MULTIFRAME, frame_count, open_image
 from ..records import Kind, PageRef, PageResult, Source, Status, page_output
+from .queue import ClosableQueue
 
 log = logging.getLogger("ocrbatch")
 
@@ -263,6 +264,9 @@ def _probe(cand: Candidate) -> tuple[Kind, int, os.stat_result]:
     return kind, count, st
 
 
+probe = _probe  # the Python API probes what it is given the same way
+
+
 class KeyClaims:
     """Output keys taken so far; case-insensitive, since some file systems are."""
 
@@ -321,3 +325,13 @@ def discover(inputs: Iterable[str], *, stdin: IO[str] | None, null_separated: bo
                 emit_result(PageResult(ref=ref, status=Status.SKIPPED))
             else:
                 emit_page(ref)
+
+
+def run(inputs: Iterable[str], refs: ClosableQueue[PageRef], results: ClosableQueue[PageResult], **how) -> None:
+    """The discover stage: pages to `refs`, skips and failed files to `results` (`how`: discover's options);
+    closes both when done."""
+    try:
+        discover(inputs, emit_page=refs.put, emit_result=results.put, **how)
+    finally:
+        refs.close()
+        results.close()

@@ -1,8 +1,11 @@
-"""Batches → page results: one worker per device runs the engine.
+"""Batches → page results: one worker per device runs the engine's runner there (`Devices`, below: one
+thread per device, taking batches from the lanes when it is free; each runner loads on its first batch
+and stays loaded until `close()`).
 
-Before running a batch, the worker stages the next one if it is already waiting (`Engine.stage`: its
-copy to the device starts on a side stream), so that copy overlaps this batch's compute; after a batch,
-whatever happened, the engine releases its pages' buffers.
+Before running a batch, the worker of a runner that stages (`Runner.stage`: its copy to the device starts
+on a side stream) takes and stages the next one if it is already due, so that copy overlaps this batch's
+compute; a runner that does not stage gets its next batch only once it is free, so the latest interactive
+page goes first. After a batch, whatever happened, the runner releases its pages' buffers.
 
 A batch the engine rejects as a whole is split in halves until the page at fault is alone; that page
 is recorded as failed and its neighbours still get their output. An out-of-memory error also lowers the
@@ -13,14 +16,16 @@ enough let it grow back (`load` reads the device's utilization and memory).
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from typing import Callable, Sequence
 
-from ..engines.base import Engine
+from ..engines.base import Runner
+from ..errors import error_line, is_out_of_memory
 from ..gpu.adaptive import BatchSizeController
-from ..errors import error_line
 from ..records import Batch, PageImage, PageOutput, PageResult, Status
-from .stats import WorkerFigures
+from .lanes import Lanes
+from .stats import Stats, WorkerFigures
 
 log = logging.getLogger("ocrbatch")
 
@@ -36,18 +41,12 @@ Take = Callable[[bool], "Batch | None"]
 WARMUP_BATCHES = 2
 
 
-def is_out_of_memory(exc: BaseException) -> bool:
-    """torch.cuda.OutOfMemoryError, MemoryError, or an engine error that says so."""
-    if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":
-        return True
-    return "out of memory" in str(exc).lower()
-
-
 class InferWorker:
-    def __init__(self, engine: Engine, emit: Callable[[PageResult], None],
+    def __init__(self, engine: Runner, emit: Callable[[PageResult], None],
                  controller: BatchSizeController | None = None, load: DeviceLoad | None = None,
-                 device: str = "") -> None:
+                 device: str = "", room: int = 0) -> None:
         self.engine = engine
+        self.room = room  # pages a batch may hold beyond the cap (interactive ones riding on top)
         self.emit = emit
         self.controller = controller
         self.load = load
@@ -59,22 +58,33 @@ class InferWorker:
         self.started: float | None = None  # when the first batch arrived
         self.ended: float | None = None  # when the last one was done
         self.warm_allocations: int | None = None  # allocations when warm-up ended
+        self.holding: list[PageImage] = []  # pages taken and not yet answered (failed if the loop breaks)
+        self._outbox: list[tuple[PageImage, PageResult]] | None = None
         self._filled = False
 
-    def run(self, take: Take, busy: Callable[[float], None], begin: Callable[[], None] | None = None) -> None:
+    def run(self, take: Take, busy: Callable[[float], None], begin: Callable[[], None] | None = None,
+            ahead: bool = True) -> None:
         """Take batches until there are none. `begin` is called as each batch starts, `busy` with the time
-        it took."""
+        it took. With `ahead`, the next batch is taken and staged before this one runs (its copy overlaps
+        this compute); without, a batch is chosen only when the device is free (the latest priorities)."""
         batch, staging_s = self._take(take, block=True)
         while batch is not None:
-            upcoming = self._take(take, block=False)  # staged now: its copy overlaps this batch's compute
+            self.holding = list(batch.pages)
+            upcoming = self._take(take, block=False) if ahead else (None, 0.0)
+            self.holding += list(upcoming[0].pages) if upcoming[0] is not None else []
             if begin is not None:
                 begin()
             t0 = time.perf_counter()
+            self._outbox = []  # results go out once the batch is counted: a reader of the figures sees it
             try:
                 self.run_batch(batch.pages)
             finally:
                 self.engine.release(batch.pages)
             self._count(batch, staging_s + time.perf_counter() - t0, busy)
+            outbox, self._outbox = self._outbox, None
+            for page, result in outbox:
+                self._send(page, result)
+            self.holding = list(upcoming[0].pages) if upcoming[0] is not None else []
             batch, staging_s = upcoming if upcoming[0] is not None else self._take(take, block=True)
         self.ended = time.monotonic()
 
@@ -97,7 +107,7 @@ class InferWorker:
         self.batches += 1
         self.pages += len(batch)
         if self.batches >= WARMUP_BATCHES and not self._filled:
-            stats = self.engine.buffer_stats()
+            stats = self.engine.stats()
             self._filled = bool(stats.get("filled", True))
             if self.warm_allocations is None or self._filled:
                 self.warm_allocations = stats.get("allocations")
@@ -105,7 +115,7 @@ class InferWorker:
 
     def figures(self) -> WorkerFigures:
         """The worker's figures now (read from other threads: a consistent-enough copy)."""
-        stats = self.engine.buffer_stats()
+        stats = self.engine.stats()
         allocations = stats.get("allocations")
         warm = self.warm_allocations
         return WorkerFigures(
@@ -117,7 +127,7 @@ class InferWorker:
 
     def run_batch(self, pages: Sequence[PageImage]) -> None:
         """Infer `pages`, splitting on failure; every page ends in exactly one result."""
-        cap = self.controller.cap if self.controller is not None else len(pages)
+        cap = self.controller.cap + self.room if self.controller is not None else len(pages)
         if len(pages) > cap:  # the cap dropped (out of memory) since this batch was formed
             for i in range(0, len(pages), cap):
                 self.run_batch(pages[i:i + cap])
@@ -131,9 +141,7 @@ class InferWorker:
             if len(outputs) != len(pages):
                 raise RuntimeError(f"engine returned {len(outputs)} results for {len(pages)} pages")
         except Exception as exc:  # noqa: BLE001 - engine code is foreign; we isolate the culprit
-            oom = is_out_of_memory(exc)
-            if oom:
-                self.engine.after_out_of_memory()
+            if is_out_of_memory(exc):
                 if self.controller is not None:
                     cap = self.controller.on_out_of_memory(len(pages))
                     log.info("out of memory on a batch of %d; batch cap now %d", len(pages), cap)
@@ -153,8 +161,116 @@ class InferWorker:
         for page, out in zip(pages, outputs):
             timings = {"decode_s": page.decode_s, "infer_s": per_page, "batch_size": float(len(pages))}
             if isinstance(out, PageOutput):
-                self.emit(PageResult(ref=page.ref, status=out.status, markdown=out.markdown,
-                                     attachments=out.attachments, timings=timings, info=out.info))
+                self._send(page, PageResult(ref=page.ref, status=out.status, markdown=out.markdown,
+                                            attachments=out.attachments, timings=timings, info=out.info))
             else:
-                self.emit(PageResult(ref=page.ref, status=Status.FAILED, error=error_line(out),
-                                     timings=timings))
+                self._send(page, PageResult(ref=page.ref, status=Status.FAILED, error=error_line(out),
+                                            timings=timings))
+
+    def _send(self, page: PageImage, result: PageResult) -> None:
+        if self._outbox is not None:
+            self._outbox.append((page, result))
+        elif page.reply is not None:
+            page.reply.deliver(result)
+        else:
+            self.emit(result)
+
+
+class Devices:
+    """The engine on its devices, for as long as a converter lives: one runner and one thread per device,
+    each taking from the lanes the batch the policy picks when its device is free. A runner loads on its
+    first batch (or on `load()`) and stays loaded until `close()`. Runs that want the figures (batches,
+    busy time) `watch` with their Stats."""
+
+    def __init__(self, runners: list[Runner], devices: tuple[str, ...], lanes: Lanes,
+                 controller: BatchSizeController, device_load: Callable[[str], DeviceLoad | None],
+                 room: int = 0) -> None:
+        self.lanes, self.controller = lanes, controller
+        self.runners, self.devices = runners, devices
+        self.loaded = [False] * len(runners)
+        self.watchers: list[Stats] = []
+        self._locks = [threading.Lock() for _ in runners]
+        self.workers = [InferWorker(r, _unrouted, controller, load=device_load(d), device=d, room=room)
+                        for r, d in zip(runners, devices)]
+        self._threads = [threading.Thread(target=self._serve, args=(i,), name=f"infer-{d}", daemon=True)
+                         for i, d in enumerate(devices)]
+        for t in self._threads:
+            t.start()
+
+    def load(self) -> None:
+        """Load every device's runner now (a server's readiness); raises EngineLoadError."""
+        for i in range(len(self.runners)):
+            self._load(i)
+
+    def _load(self, i: int) -> None:
+        with self._locks[i]:
+            if not self.loaded[i]:
+                self._each(lambda st: st.begin("infer"))  # loading shows as busy
+                self.runners[i].load(self.devices[i])
+                self.loaded[i] = True
+
+    def _each(self, fn: Callable[[Stats], None]) -> None:
+        for stats in list(self.watchers):
+            fn(stats)
+
+    def _serve(self, i: int) -> None:
+        runner, worker = self.runners[i], self.workers[i]
+
+        def take(block: bool) -> Batch | None:
+            while True:
+                batch, dropped = self.lanes.take(block)
+                if dropped:
+                    runner.release(dropped)  # pages nobody waits for any more: their buffers go back
+                    for page in dropped:
+                        page.reply.start()  # False: the owner counts it gone
+                live, gone = [], []
+                for page in batch.pages if batch is not None else ():
+                    (live if page.reply is None or page.reply.start() else gone).append(page)
+                if gone:
+                    runner.release(gone)
+                if live:
+                    try:
+                        self._load(i)
+                    except Exception as exc:  # noqa: BLE001 - the engine cannot run: its pages' owners hear why
+                        _fail(live, exc)
+                        runner.release(live)
+                        continue
+                    self._each(lambda st: st.add_batch(len(live)))
+                    return Batch(tuple(live), batch.bucket if batch else None)
+                if batch is None and not dropped:
+                    return None
+
+        while True:
+            try:
+                worker.run(take, busy=lambda s: self._each(lambda st: st.add_busy("infer", s)),
+                           begin=lambda: self._each(lambda st: st.begin("infer")),
+                           ahead=type(runner).stage is not Runner.stage)  # no staging: choose late, for priority
+                return
+            except Exception as exc:  # noqa: BLE001 - a bug: the pages in hand fail with it, the device goes on
+                log.debug("infer worker on %s", self.devices[i], exc_info=True)
+                _fail(worker.holding, exc)
+                worker.holding = []
+
+    def figures(self) -> tuple[WorkerFigures, ...]:
+        return tuple(w.figures() for w in self.workers)
+
+    def close(self) -> None:
+        """Finish what waits, then unload every runner."""
+        self.lanes.close()
+        for t in self._threads:
+            t.join()
+        for runner, loaded in zip(self.runners, self.loaded):
+            if loaded:
+                runner.close()
+        self.loaded = [False] * len(self.runners)
+
+
+def _fail(pages: list[PageImage], exc: BaseException) -> None:
+    for page in pages:
+        if page.reply is None:
+            raise exc
+        page.reply.fail(exc)
+
+
+def _unrouted(result: PageResult) -> None:  # pragma: no cover - every page through Devices has a reply
+    raise RuntimeError(f"a result with nowhere to go: {result.ref}")

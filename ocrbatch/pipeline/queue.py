@@ -9,7 +9,7 @@ from __future__ import annotations
 import collections
 import threading
 import time
-from typing import Generic, TypeVar
+from typing import Callable, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -75,3 +75,18 @@ class ClosableQueue(Generic[T]):
     def __len__(self) -> int:
         with self._cond:
             return len(self._items)
+
+
+def stage_thread(name: str, body: Callable[[], None], on_error: Callable[[BaseException], None]) -> threading.Thread:
+    """A daemon thread running one stage: it ends quietly when its queues are aborted (Closed) and hands any
+    other exception to `on_error` (the orchestrator, which stops the run and raises it on its own thread)."""
+
+    def target() -> None:
+        try:
+            body()
+        except Closed:
+            pass  # stopped elsewhere
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread
+            on_error(exc)
+
+    return threading.Thread(target=target, name=name, daemon=True)

@@ -13,12 +13,15 @@ import collections
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
+
+from ..errors import ExitCode, OcrbatchError
 
 if TYPE_CHECKING:
     from ..gpu.nvml import ResourceSample
 
 STAGES = ("decode", "batch", "infer", "write")
+Watch = Callable[[Callable[[], "Snapshot"]], None]  # called once with a function that returns a fresh Snapshot
 RECENT_S = 20.0
 HISTORY_S = 120.0
 _SAMPLE_EVERY_S = 0.5
@@ -214,3 +217,42 @@ def summary_dict(snap: Snapshot) -> dict[str, Any]:
             figures["cpu_mean_pct"] = round(res.host.cpu_mean_pct, 1)
             figures["rss_peak_mib"] = None if res.host.rss_peak is None else res.host.rss_peak // 2**20
     return figures
+
+
+@dataclass
+class Summary:
+    """What a finished run reports (the CLI's table and --json; Converter.convert's return value)."""
+
+    counts: dict[str, int]
+    pages_total: int
+    sources: int
+    missing_inputs: list[str]
+    renamed: list[tuple[str, str]]
+    engine: dict[str, Any]
+    figures: dict[str, Any]
+    output: str
+    failures: list[str] = field(default_factory=list)
+    stopped_by: OcrbatchError | None = None  # a signal or a write error ended the run early
+
+    @property
+    def exit_code(self) -> ExitCode:
+        if self.stopped_by is not None:
+            return self.stopped_by.exit_code
+        if self.counts["failed"] or self.counts["truncated"] or self.missing_inputs:
+            return ExitCode.PARTIAL
+        return ExitCode.OK
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "exit_code": int(self.exit_code),
+            "output": self.output,
+            "sources": self.sources,
+            "pages": self.pages_total,
+            **{f"pages_{k}": v for k, v in self.counts.items()},
+            **self.figures,
+            "engine": self.engine,
+            "missing_inputs": self.missing_inputs,
+            "renamed": [{"source": s, "output": k} for s, k in self.renamed],
+            "failures": self.failures,
+            "stopped_by": str(self.stopped_by) if self.stopped_by is not None else None,
+        }

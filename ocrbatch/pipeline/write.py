@@ -1,4 +1,5 @@
-"""Page results → files: atomic Markdown writes, attachments, one manifest record per page.
+"""Page results → files: atomic Markdown writes, attachments, one manifest record per page (`run`: the
+write stage's loop, on the caller's thread).
 
 A write error that only this page meets (a name the file system refuses, a folder without permission)
 fails the page; one that every later write would meet too (disk full, quota, file size limit, read-only
@@ -8,13 +9,16 @@ file system, I/O error) raises OutputWriteError, and the run stops with what it 
 from __future__ import annotations
 
 import logging
+import os
 import time
 from pathlib import Path
+from typing import Callable
 
 from ..atomic import atomic_write, is_fatal
-from ..errors import OutputWriteError
+from ..errors import OutputWriteError, UsageError
 from ..manifest import Manifest
 from ..records import PageResult, Status
+from .queue import ClosableQueue, Closed
 
 log = logging.getLogger("ocrbatch")
 
@@ -47,8 +51,7 @@ class Writer:
                 result.status = Status.FAILED
                 result.error = f"cannot write {result.ref.output}: {exc.strerror or exc}"
         if result.status is Status.FAILED:
-            where = result.ref.label if result.ref else result.source_display
-            self.last_error = f"{where}: {result.error}"
+            self.last_error = result.message
             self.file_failures += result.ref is None
             log.error("%s", self.last_error)
         elif result.status is Status.TRUNCATED and result.ref is not None:
@@ -65,6 +68,36 @@ class Writer:
         for rel in self.manifest.attachments(result.ref):
             if rel not in now and not rel.startswith("/") and ".." not in rel.split("/"):
                 (self.out_dir / rel).unlink(missing_ok=True)
+
+
+def run(results: ClosableQueue[PageResult], writer: Writer, busy: Callable[[float], None],
+        failures: list[str], keep: int = 100, tick: Callable[[], None] = lambda: None) -> None:
+    """Write every result until the queue is closed and drained; the first `keep` failures' lines are kept.
+    `tick` is called between results, at least every half second. Raises OutputWriteError (the run stops)."""
+    while True:
+        tick()
+        try:
+            result = results.get(timeout=0.5)
+        except Closed:
+            return
+        if result is not None:
+            t0 = time.perf_counter()
+            writer.write(result)
+            busy(time.perf_counter() - t0)
+            if result.status is Status.FAILED and len(failures) < keep:
+                failures.append(writer.last_error or "")
+
+
+def check_output(out: Path) -> None:
+    """The output folder exists (made if need be) and can be written, before any work starts."""
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"output {out} is a file, not a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create the output folder {out}: {exc.strerror or exc}") from exc
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise UsageError(f"cannot write to the output folder {out}: permission denied")
 
 
 __all__ = ["Writer", "atomic_write"]

@@ -26,7 +26,7 @@ from .panel import render_panel
 
 if TYPE_CHECKING:
     from ..metrics import MetricsFile
-    from ..pipeline.run import Summary
+    from ..pipeline.stats import Summary
 
 log = logging.getLogger("ocrbatch")
 

@@ -11,7 +11,7 @@ from rich.text import Text
 from . import fmt
 
 if TYPE_CHECKING:
-    from ..pipeline.run import Summary
+    from ..pipeline.stats import Summary
 
 
 def summary_table(summary: Summary) -> Table:

@@ -123,14 +123,12 @@ class PooledEngine(FakeEngine):
         type(self).last = self
 
     def prepare(self, page):
+        waited = self.pool.waited_s()
         slot = self.pool.acquire((4,))
         if "poison" in page.ref.source.path.name:
             self.pool.release(slot)
             raise ValueError("cannot preprocess this page")
-        return dataclasses.replace(page, prepared=slot)
-
-    def waited_s(self) -> float:
-        return self.pool.waited_s()
+        return dataclasses.replace(page, prepared=slot, held_s=self.pool.waited_s() - waited)
 
     def abort(self) -> None:
         self.pool.close()
@@ -146,7 +144,7 @@ class PooledEngine(FakeEngine):
             if page.prepared is not None:
                 self.pool.release(page.prepared)
 
-    def buffer_stats(self):
+    def stats(self):
         return {"allocations": self.pool.allocations}
 
 
@@ -167,6 +165,17 @@ class StagingRecorder(FakeEngine):
         type(self).calls.append("release " + pages[0].ref.source.path.stem)
 
 
+class LoadCounter(RecordingEngine):
+    """Counts how often it is loaded (across every instance) and remembers its batch sizes."""
+
+    name = "load-counter"
+    loads = 0
+
+    def load(self, device: str) -> None:
+        type(self).loads += 1
+        super().load(device)
+
+
 class MarkingEngine(FakeEngine):
     """Writes a file `batch-N` into $OCRBATCH_TEST_MARKS when it starts its N-th batch, then takes
     $OCRBATCH_TEST_BATCH_S seconds over it: a test can signal the run while a batch is in progress."""
@@ -181,4 +190,23 @@ class MarkingEngine(FakeEngine):
         n = len(list(marks.glob("batch-*"))) + 1
         (marks / f"batch-{n}").write_text("\n".join(f"{p.ref.source.display} {p.ref.page}" for p in pages))
         time.sleep(float(os.environ.get("OCRBATCH_TEST_BATCH_S", "1")))
+        return super().infer(pages)
+
+
+class GateEngine(FakeEngine):
+    """For the server tests, which run it in another process: appends each batch's size to the file named by
+    OCRBATCH_TEST_BATCHES, then holds the batch while the file named by OCRBATCH_TEST_GATE exists (the test
+    removes it to let batches run). So a test can keep pages waiting without depending on timing."""
+
+    name = "gate"
+
+    def infer(self, pages):
+        import os
+
+        log, gate = os.environ.get("OCRBATCH_TEST_BATCHES"), os.environ.get("OCRBATCH_TEST_GATE")
+        if log:
+            with open(log, "a") as fh:
+                fh.write(f"{len(pages)}\n")
+        while gate and os.path.exists(gate):
+            time.sleep(0.01)
         return super().infer(pages)

@@ -3,7 +3,7 @@
 Every page of a batch goes through one `generate` call, left-padded, whatever its size (pages with more
 crops simply have longer prompts). The image preprocessing runs on the decode threads, straight into
 pooled host tiles; the infer worker copies a batch's tiles to the device while the batch before it computes
-(deepseek_inputs.py, gpu/staging.py). Greedy decoding with left padding gives each page the tokens it would
+(inputs.py, gpu/staging.py). Greedy decoding with left padding gives each page the tokens it would
 get alone. A windowed no-repeat-n-gram guard (ngram_guard.py) breaks most repetition loops; a page that
 still ends without the end token is run again alone with a stronger guard, and if it loops again it is
 written as it stands with status `truncated`: no page is dropped.
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Hashable, Iterator, Sequence
 
 from ...config import EngineOptions
-from ...errors import EngineLoadError, UsageError
+from ...errors import EngineLoadError, UsageError, error_line, is_out_of_memory
 from ...records import PageImage, PageOutput, Status
 from ..base import Engine
 from .inputs import Tiling
@@ -94,7 +94,7 @@ class DeepseekOcr2Engine(Engine):
         self.model: Any = None
         self.processor: Any = None
         self._path: str | None = None  # the checked checkpoint folder
-        self._prep: Any = None  # deepseek_inputs.Preprocessor, made by the first prepare()
+        self._prep: Any = None  # inputs.Preprocessor, made by the first prepare()
         self._prep_lock = threading.Lock()
         self._staging: Any = None  # gpu.staging.DeviceStaging, made by load()
 
@@ -188,7 +188,10 @@ class DeepseekOcr2Engine(Engine):
     # -- a page's way through: prepare (decode thread) → stage → infer → release (infer thread) ---------------
     def prepare(self, page: PageImage) -> PageImage:
         """Preprocess `page` into pool slots; blocks while the pool's slots are all out (back-pressure)."""
-        return dataclasses.replace(page, prepared=self._preprocessor().prepare(_rgb(page.image)))
+        prep = self._preprocessor()
+        waited = prep.pool.waited_s()
+        prepared = prep.prepare(_rgb(page.image))
+        return dataclasses.replace(page, prepared=prepared, held_s=prep.pool.waited_s() - waited)
 
     def stage(self, pages: Sequence[PageImage]) -> None:
         """Start copying the prepared pages' tiles into this device's buffers (on CUDA: a side stream)."""
@@ -201,14 +204,11 @@ class DeepseekOcr2Engine(Engine):
 
         release([p.prepared for p in pages if p.prepared is not None])
 
-    def waited_s(self) -> float:
-        return self._prep.pool.waited_s() if self._prep is not None else 0.0
-
     def abort(self) -> None:
         if self._prep is not None:
             self._prep.pool.close()
 
-    def buffer_stats(self) -> dict[str, Any]:
+    def stats(self) -> dict[str, Any]:
         pool = self._prep.stats() if self._prep is not None else {}
         staging = self._staging.stats() if self._staging is not None else {}
         return {"allocations": pool.get("allocations", 0) + staging.get("allocations", 0),
@@ -227,6 +227,12 @@ class DeepseekOcr2Engine(Engine):
                 ready.append(page)
             self.stage(ready)
             return self._infer(ready)
+        except Exception as exc:
+            if self.device.startswith("cuda") and is_out_of_memory(exc):  # free the cache before the retry in halves
+                import torch
+
+                torch.cuda.empty_cache()
+            raise
         finally:
             self.release(own)
 
@@ -243,7 +249,7 @@ class DeepseekOcr2Engine(Engine):
                 try:
                     gen = self._generate([page], RETRY_GUARD)[0]
                 except Exception as exc:  # noqa: BLE001 - keep the first attempt rather than lose the page
-                    info["retry_error"] = _first_line(exc)
+                    info["retry_error"] = error_line(exc, named=False)
             info["tokens"] = len(gen.tokens)
             text = self.processor.tokenizer.decode(gen.tokens, skip_special_tokens=False)
             markdown, figures = to_markdown(text, page.image, page.ref.output, self._specials)
@@ -252,12 +258,6 @@ class DeepseekOcr2Engine(Engine):
             outs.append(PageOutput(markdown=markdown, status=Status.OK if gen.ended else Status.TRUNCATED,
                                    attachments=figures, info=info))
         return outs
-
-    def after_out_of_memory(self) -> None:
-        if self.device.startswith("cuda"):
-            import torch
-
-            torch.cuda.empty_cache()
 
     def close(self) -> None:
         was_cuda = self.device.startswith("cuda")
@@ -380,7 +380,7 @@ def resolve_model(model: str) -> str:
         return snapshot_download(model, cache_dir=cache)
     except Exception as exc:  # noqa: BLE001 - network, auth, missing repo
         raise EngineLoadError(f"model {model!r} is not a local folder and cannot be downloaded into {cache}: "
-                              f"{_first_line(exc)}") from exc
+                              f"{error_line(exc, named=False)}") from exc
 
 
 # -- helpers -----------------------------------------------------------------------------------------
@@ -389,7 +389,7 @@ def _model_type(path: str) -> str | None:
     try:
         config = json.loads((Path(path) / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise EngineLoadError(f"cannot read {Path(path) / 'config.json'}: {_first_line(exc)}") from exc
+        raise EngineLoadError(f"cannot read {Path(path) / 'config.json'}: {error_line(exc, named=False)}") from exc
     return config.get("model_type") if isinstance(config, dict) else None
 
 
@@ -401,8 +401,8 @@ def _load_model(transformers: Any, path: str, dtype: Any, attn: str | dict[str, 
         raise
     except Exception as exc:  # noqa: BLE001 - flash-attn can fail in many ways; SDPA is the fallback
         if attn == "sdpa":
-            raise EngineLoadError(f"cannot load the model from {path}: {_first_line(exc)}") from exc
-        log.warning("flash-attn could not be used (%s); using SDPA", _first_line(exc))
+            raise EngineLoadError(f"cannot load the model from {path}: {error_line(exc, named=False)}") from exc
+        log.warning("flash-attn could not be used (%s); using SDPA", error_line(exc, named=False))
     return _load_step(path, "model", lambda: _load_weights(transformers, path, dtype, "sdpa")), "sdpa"
 
 
@@ -421,16 +421,11 @@ def _load_step(path: str, what: str, fn: Any) -> Any:
     try:
         return fn()
     except (OSError, ValueError, KeyError) as exc:
-        raise EngineLoadError(f"cannot load the {what} from {path}: {_first_line(exc)}") from exc
+        raise EngineLoadError(f"cannot load the {what} from {path}: {error_line(exc, named=False)}") from exc
 
 
 def _rgb(image: Any) -> Any:
     return image if image.mode == "RGB" else image.convert("RGB")
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _as_list(value: Any) -> list[int]:

@@ -1,7 +1,12 @@
-"""Scale-out on a Ray cluster (`--ray`): pages are converted by Ray actors on the cluster's machines.
+"""Scale-out on a Ray cluster (`--ray`): the remote stage, in place of decode, batch and infer; pages are
+converted by Ray actors on the cluster's machines.
 
-    discover ─refs─▶ dispatch ══ tasks ══▶ PageConverter actors (decode, engine) ══ results ══▶ write
-                         │ each input file's bytes go into Ray's object store once
+    discover ─refs─▶ remote: batch refs, dispatch ══ tasks ══▶ PageConverter actors (decode, engine)
+                         │ each input file's bytes go into Ray's object store once      ══ results ══▶ write
+
+Refs are grouped into tasks by the local path's Batcher (up to --max-batch pages, closed when full or when
+the first page has waited --max-wait-ms); actors decode and prepare pages with the local path's
+`decode.read` and run them through the same InferWorker.
 
 The driver (this process) still discovers, writes and keeps the manifest, so outputs, resume, the
 summary and exit codes are those of a local run. Each actor holds one engine: one actor per GPU for
@@ -23,9 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from .config import EngineOptions, RunConfig
-from .errors import EngineLoadError, OcrbatchError, error_line
-from .records import PageRef, PageResult, Source, Status
+from ..config import EngineOptions, RunConfig
+from ..errors import EngineLoadError, OcrbatchError, error_line
+from ..records import PageRef, PageResult, Source, Status
+from .batcher import Batcher
+from .queue import ClosableQueue, Closed
 
 log = logging.getLogger("ocrbatch")
 
@@ -72,13 +79,14 @@ class PageConverter:
 
     def __init__(self, engine_class: type, options: EngineOptions, dpi: int, text_layer: str,
                  max_batch: int, max_pixels: int = 200_000_000) -> None:
-        from .gpu.adaptive import BatchSizeController
-        from .pipeline.decode import PdfCache
+        from ..gpu.adaptive import BatchSizeController
+        from .decode import PdfCache
 
         self.engine = engine_class(options)
         self.loaded = False
         self.controller = BatchSizeController(max_batch)  # lowered after an out-of-memory error, for good
         self.dpi, self.text_layer, self.max_pixels = dpi, text_layer, max_pixels
+        self.keep_furniture = options.keep_furniture  # text-layer pages too, as on the driver
         self.pdfs = PdfCache(2)
         self.dir = Path(tempfile.mkdtemp(prefix="ocrbatch-ray-"))
         self.files: OrderedDict[tuple, Path] = OrderedDict()  # the last few input files, on local disk
@@ -91,25 +99,21 @@ class PageConverter:
 
     def convert(self, refs: list[PageRef], blobs: list[Blob]) -> list[PageResult]:
         """Every page of `refs` as one result each, in any order."""
-        from .pipeline.decode import read_page
-        from .pipeline.infer import InferWorker
+        from .decode import read
+        from .infer import InferWorker
 
         local = {b.source.path: self._local(b) for b in blobs}
         results: list[PageResult] = []
         images = []
         for ref in refs:
             here = dataclasses.replace(ref, source=dataclasses.replace(ref.source, path=local[ref.source.path]))
-            page = read_page(here, self.dpi, self.pdfs, self.text_layer, self.max_pixels)
+            page = read(here, self.dpi, self.pdfs, self.text_layer, self.engine, self.max_pixels,
+                        self.keep_furniture)
             if isinstance(page, PageResult):  # text layer, or failed; named after the driver's file
                 results.append(dataclasses.replace(page, ref=ref))
-                continue
-            page.ref = ref
-            try:
-                images.append(self.engine.prepare(page))
-            except EngineLoadError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - one page's preprocessing failed; the others go on
-                results.append(PageResult(ref=ref, status=Status.FAILED, error=error_line(exc)))
+            else:
+                page.ref = ref
+                images.append(page)
         if images:
             if not self.loaded:
                 import ray
@@ -150,7 +154,7 @@ class Dispatcher:
                  busy: Callable[[float, int], None]) -> None:
         import ray
 
-        from .engines import registry
+        from ..engines import registry
 
         self.config, self.emit, self.busy = config, emit, busy
         options = config.engine_options
@@ -277,6 +281,37 @@ class Dispatcher:
                 self.blobs.popitem(last=False)
         self.blobs.move_to_end(src.path)
         return blob
+
+
+def run(config: RunConfig, uses_gpu: bool, refs: ClosableQueue[PageRef], results: ClosableQueue[PageResult],
+        stats, connected: Callable[["Dispatcher"], None]) -> None:
+    """The remote stage: refs grouped into tasks, sent to the cluster's actors; their results to `results`."""
+    dispatcher = Dispatcher(config, uses_gpu, emit=results.put,
+                            busy=lambda seconds, pages: stats.add_busy("infer", seconds / max(1, dispatcher.workers)))
+    connected(dispatcher)
+    batcher: Batcher[PageRef] = Batcher(config.max_batch, config.max_wait_s, key=lambda ref: None)
+
+    def send(now: float) -> None:
+        while (task := batcher.next(now)) is not None:
+            stats.add_batch(len(task[1]))
+            stats.begin("infer")
+            dispatcher.submit(task[1])
+
+    try:
+        while True:
+            try:
+                ref = refs.get(0.05)
+            except Closed:
+                batcher.expire(time.monotonic())
+                send(time.monotonic())
+                break
+            if ref is not None:
+                batcher.add(ref, time.monotonic())
+            send(time.monotonic())
+            dispatcher.collect(block=False)
+        dispatcher.drain()
+    finally:
+        results.close()
 
 
 def _started(actors: list, timeout: float) -> list:

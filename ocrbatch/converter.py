@@ -1,0 +1,325 @@
+"""The Python API: a long-lived converter that keeps its engine loaded and batches pages from every caller.
+
+    from ocrbatch import Converter
+
+    with Converter(engine="rapidocr") as conv:           # nothing loads yet
+        summary = conv.convert(["scans/"], "md/")         # what `ocrbatch convert scans -o md` does
+        page = conv.submit("invoice.png").result()        # one page, ahead of any bulk work
+        for result in conv.stream(["more/"]):             # pages as they finish, no files written
+            print(result.ref.label, result.status.value, len(result.markdown))
+
+Public API (everything a server needs; names are stable):
+
+- `Converter(engine="rapidocr", model=None, devices="auto", max_batch=8, **options)`; options are the CLI's:
+  `max_wait_ms`, `workers`, `dtype`, `prompt`, `max_new_tokens`, `threads`, `model_size`, `keep_furniture`,
+  `dpi`, `text_layer`, `ray`, `ray_workers`, `max_pixels`, and `starve_ms` (the longest a bulk page waits while interactive pages keep coming).
+  Bad options raise UsageError at once (an engine's own checks, such as deepseek-ocr2 without a model,
+  on first use). `Converter.from_env(**overrides)` reads OCRBATCH_* variables first (config.ENV).
+  A context manager; `close()` waits for pages in flight, then unloads; a closed converter refuses work.
+- The engine loads lazily, once per device, on its first batch, and stays loaded until `close()`:
+  two `convert` calls load it once. `load()` loads it now (raises EngineLoadError); `loaded` says whether
+  every device is ready (a server's readiness).
+- `convert(inputs, output, *, pages=None, force=False, null_separated=False, stdin=None, watch=None)
+  -> Summary`: the CLI's run: the same files, manifest, resume and `summary.exit_code`; raises
+  NoInputsError, UsageError, EngineLoadError, OutputLockedError as the CLI would exit 4, 2, 5, 6; a run
+  that a full disk stopped returns its summary with `stopped_by` set (exit code 7). Its pages go in the
+  bulk lane.
+- `submit(page, priority="interactive", *, pages=None, name=None)`: `page` is a path, the bytes of a PDF
+  or image, or a PIL image; `pages` a selection such as "1-3,7" (multi-page documents); `name` labels it in
+  messages. A single image gives one `concurrent.futures.Future[PageResult]`; a PDF or multi-frame TIFF a
+  list of them, one per selected page (empty when the selection names none of its pages). Safe from any
+  number of threads; pages of every caller share batches (an asyncio server awaits them with
+  `asyncio.wrap_future`). A page that cannot be read, decoded or converted resolves to a PageResult with
+  status `failed` and `message` the CLI's one-line error (file, page, why); a future raises only when the
+  engine cannot run at all (EngineLoadError) or the converter was closed. A file is read afresh by each
+  call (a changed file is never served from an earlier one).
+- `cancel(futures)` (or `Future.cancel()` on each): a page whose batch has not started is dropped and its
+  buffers freed; returns how many were cancelled. For a client that went away.
+- `stream(inputs, *, priority="bulk", pages=None)`: the PageResults of everything `inputs` names (files,
+  folders), yielded as pages finish; closing the generator early cancels the rest.
+- `stats()`: a dict for health and metrics endpoints: `loaded`, `devices`, `queued` (pages waiting per
+  lane), `in_flight` (submitted, not finished), `batches`, `pages`, `mean_batch`, `workers` (per device).
+
+PageResult: `markdown`, `status` (ok, failed, truncated), `ok`, `error`, `message`, `timings` (decode_s,
+infer_s, batch_size), `info`, `attachments`, `ref` (its `label`: "name page 2").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+import threading
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from pathlib import Path, PurePosixPath
+from typing import IO, Any, Iterable, Iterator, Mapping
+
+from .config import CONVERTER_OPTIONS, PageSelection, RunConfig, env_options
+from .errors import UsageError
+from .records import Kind, PageImage, PageRef, PageResult, Source, Status
+from .pipeline import decode, discover
+from .pipeline.lanes import FutureReply
+from .pipeline.run import run
+from .pipeline.service import Service
+from .pipeline.stats import Summary, Watch
+
+PRIORITIES = ("interactive", "bulk")
+
+
+class Converter:
+    def __init__(self, engine: str = "rapidocr", model: str | None = None, devices: str = "auto",
+                 max_batch: int = 8, **options: Any) -> None:
+        unknown = set(options) - set(CONVERTER_OPTIONS) - {"starve_ms"}
+        if unknown:
+            raise UsageError(f"unknown option(s) {', '.join(sorted(unknown))}; choose from "
+                             f"{', '.join(sorted(set(CONVERTER_OPTIONS) | {'starve_ms'}))}")
+        starve_ms = options.pop("starve_ms", 5000)
+        from .engines import registry
+
+        if engine not in registry.names():
+            raise UsageError(f"unknown engine {engine!r}; choose one of: {', '.join(registry.names())}")
+        self._template = RunConfig.build(inputs=("-",), output=Path("."), engine=engine, model=model,
+                                         devices=devices, max_batch=max_batch, **options)
+        self._service_config = dataclasses.replace(self._template.service, starve_s=starve_ms / 1000.0)
+        self._service: Service | None = None
+        self._decoders: dict[str, decode.DecodePool] = {}  # per lane
+        self._lock = threading.Lock()
+        self._in_flight = 0
+        self._tmp: Path | None = None
+        self._closed = False
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> "Converter":
+        """Options from OCRBATCH_* variables (config.ENV), keyword arguments winning."""
+        options = {k: v for k, v in env_options(os.environ if environ is None else environ).items()
+                   if k in CONVERTER_OPTIONS}
+        return cls(**{**options, **overrides})
+
+    # -- life ---------------------------------------------------------------------------------------
+    def __enter__(self) -> "Converter":
+        return self
+
+    def __exit__(self, kind, exc, tb) -> None:
+        self.close(wait=exc is None)
+
+    def close(self, wait: bool = True) -> None:
+        """Finish the pages in flight (unless not `wait`), unload the engine, remove temporary files."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        for pool in self._decoders.values():
+            pool.close()
+        if self._service is not None:
+            self._service.close(wait=wait)
+        if self._tmp is not None:
+            import shutil
+
+            shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def _svc(self) -> Service:
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the converter is closed")
+            if self._service is None:
+                self._service = Service(self._service_config)
+            return self._service
+
+    def load(self) -> None:
+        """Load the engine on every device now (it would load on the first batch otherwise)."""
+        devices = self._local().devices
+        devices.load()
+
+    @property
+    def engine(self) -> str:
+        return self._template.engine
+
+    @property
+    def loaded(self) -> bool:
+        svc = self._service
+        return bool(svc is not None and svc.devices is not None and all(svc.devices.loaded))
+
+    # -- a run, as the CLI does it ----------------------------------------------------------------------
+    def convert(self, inputs: str | os.PathLike | Iterable[str | os.PathLike], output: str | os.PathLike, *,
+                pages: str | PageSelection | None = None, force: bool = False, null_separated: bool = False,
+                stdin: IO[str] | None = None, watch: Watch | None = None) -> Summary:
+        config = dataclasses.replace(self._template, inputs=_names(inputs), output=Path(output),
+                                     pages=_selection(pages), force=force, null_separated=null_separated)
+        if config.ray:  # engines live on the cluster's actors, made for each run
+            return run(config, stdin=stdin, watch=watch)
+        return run(config, stdin=stdin, watch=watch, service=self._svc)
+
+    # -- pages, one by one ------------------------------------------------------------------------------
+    def submit(self, page: str | os.PathLike | bytes | Any, priority: str = "interactive", *,
+               pages: str | PageSelection | None = None, name: str | None = None) -> Future | list[Future]:
+        if priority not in PRIORITIES:
+            raise UsageError(f"priority {priority!r}: choose interactive or bulk")
+        self._local()
+        if isinstance(page, (str, os.PathLike)):
+            path = Path(page).expanduser()
+            return self._submit_file(path.resolve(), name or str(page), _selection(pages), priority)
+        if isinstance(page, (bytes, bytearray, memoryview)):
+            path = self._spill(bytes(page))
+            futures = self._submit_file(path, name or "<bytes>", _selection(pages), priority)
+            _when_all(futures, lambda: path.unlink(missing_ok=True))
+            return futures
+        if hasattr(page, "convert") and hasattr(page, "size"):  # a PIL image
+            label = name or "<image>"
+            source = Source(Path(label), label, Kind.PNG, PurePosixPath(label), 0, 0, 1, False)
+            image = PageImage(PageRef(source, 1), decode.rgb_copy(page))  # a copy: the caller may change theirs
+            return self._enqueue(PageRef(source, 1), priority, image)
+        raise UsageError(f"cannot convert a {type(page).__name__}: give a path, bytes or a PIL image")
+
+    def cancel(self, futures: Iterable[Future]) -> int:
+        """Cancel pages whose batch has not started (they are dropped); returns how many were."""
+        n = sum(1 for f in futures if f.cancel())
+        svc = self._service
+        if svc is not None and svc.lanes is not None:
+            svc.lanes.wake()
+        return n
+
+    def stream(self, inputs: str | os.PathLike | Iterable[str | os.PathLike], *, priority: str = "bulk",
+               pages: str | PageSelection | None = None) -> Iterator[PageResult]:
+        """Everything `inputs` names, as PageResults in the order they finish (no files are written)."""
+        found: list[PageRef | PageResult] = []
+        discover.discover(_names(inputs), stdin=None, null_separated=False, pages=_selection(pages), skip_dirs=[],
+                          found=discover.Discovery(), is_done=lambda ref: False, force=True,
+                          emit_page=found.append, emit_result=found.append)
+        window = 4 * self._template.max_batch * max(1, len(self._local().device_names))
+        pending: set[Future] = set()
+        pdfs = decode.PdfCache(size=self._template.workers + 1)
+        try:
+            for item in found:
+                if isinstance(item, PageResult):
+                    yield item
+                    continue
+                pending.add(self._enqueue(item, priority, pdfs=pdfs))
+                while len(pending) >= window:
+                    done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                    yield from (f.result() for f in done)
+            while pending:
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                yield from (f.result() for f in done)
+        finally:
+            self.cancel(pending)
+            _when_all(list(pending), pdfs.close)
+
+    def stats(self) -> dict[str, Any]:
+        svc = self._service
+        devices = svc.devices if svc is not None else None
+        workers = [w.as_dict() for w in devices.figures()] if devices is not None else []
+        batches, pages = sum(w["batches"] for w in workers), sum(w["pages"] for w in workers)
+        return {"loaded": self.loaded, "engine": self._template.engine,
+                "devices": list(svc.device_names) if svc is not None else [],
+                "queued": svc.lanes.depth() if svc is not None and svc.lanes is not None else
+                {lane: 0 for lane in PRIORITIES},
+                "in_flight": self._in_flight, "batches": batches, "pages": pages,
+                "mean_batch": round(pages / batches, 2) if batches else 0.0, "workers": workers}
+
+    # -- internals ----------------------------------------------------------------------------------
+    def _local(self) -> Service:
+        svc = self._svc()
+        if svc.devices is None:
+            raise UsageError("submit, stream and load run on this machine's devices; with ray, use convert")
+        with self._lock:
+            if not self._decoders:
+                workers = self._template.workers
+                self._decoders = {"interactive": decode.DecodePool(max(1, workers // 2), "decode-interactive"),
+                                  "bulk": decode.DecodePool(workers, "decode-bulk")}
+        return svc
+
+    def _submit_file(self, path: Path, display: str, selection: PageSelection | None,
+                     priority: str) -> Future | list[Future]:
+        cand = discover.Candidate(path, display, PurePosixPath(Path(display).name))
+        try:
+            kind, count, st = discover.probe(cand)  # as discovery does: kind by content, page count
+        except Exception as exc:  # noqa: BLE001 - DecodeError: the CLI's line; anything else, one line too
+            return _done(PageResult.failed_file(path, display, str(exc)))
+        multipage = kind is Kind.PDF or (kind is Kind.TIFF and count > 1)
+        source = Source(path, display, kind, PurePosixPath(Path(display).stem), st.st_size, st.st_mtime_ns,
+                        count, multipage)
+        chosen = selection.select(count) if selection else list(range(1, count + 1))
+        pdfs = decode.PdfCache(size=1)  # this document's, open while its pages are read (then never stale)
+        futures = [self._enqueue(PageRef(source, p), priority, pdfs=pdfs) for p in chosen]
+        _when_all(futures, pdfs.close)
+        return futures if multipage or not futures else futures[0]
+
+    def _enqueue(self, ref: PageRef, priority: str, image: PageImage | None = None,
+                 pdfs: decode.PdfCache | None = None) -> Future:
+        svc = self._local()
+        future: Future = Future()
+        with self._lock:
+            self._in_flight += 1
+        reply = FutureReply(future, priority, done=self._landed)
+        t = self._template
+
+        def job() -> None:
+            if not reply.wanted():  # cancelled before it was read
+                reply.start()
+                return
+            try:
+                page = decode.prepare(svc.front, image) if image is not None else \
+                    decode.read(ref, t.dpi, pdfs, t.text_layer, svc.front, t.max_pixels,
+                                t.engine_options.keep_furniture)
+                if isinstance(page, PageResult):
+                    reply.deliver(page)
+                    return
+                page.reply = reply
+                svc.lanes.put(page)
+            except Exception as exc:  # noqa: BLE001 - EngineLoadError, or the converter closing
+                reply.fail(exc)
+
+        self._decoders[priority].submit(job)
+        return future
+
+    def _landed(self) -> None:
+        with self._lock:
+            self._in_flight -= 1
+
+    def _spill(self, data: bytes) -> Path:
+        with self._lock:
+            if self._tmp is None:
+                self._tmp = Path(tempfile.mkdtemp(prefix="ocrbatch-api-"))
+        fd, name = tempfile.mkstemp(dir=self._tmp)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        return Path(name)
+
+
+def _names(inputs: str | os.PathLike | Iterable[str | os.PathLike]) -> tuple[str, ...]:
+    if isinstance(inputs, (str, os.PathLike)):
+        return (os.fspath(inputs),)
+    return tuple(os.fspath(i) for i in inputs)
+
+
+def _selection(pages: str | PageSelection | None) -> PageSelection | None:
+    return PageSelection.parse(pages) if isinstance(pages, str) else pages
+
+
+def _done(result: PageResult) -> Future:
+    future: Future = Future()
+    future.set_running_or_notify_cancel()
+    future.set_result(result)
+    return future
+
+
+def _when_all(futures: Future | list[Future], fn) -> None:
+    group = futures if isinstance(futures, list) else [futures]
+    if not group:
+        fn()
+        return
+    left = [len(group)]
+    lock = threading.Lock()
+
+    def one(_: Future) -> None:
+        with lock:
+            left[0] -= 1
+            last = left[0] == 0
+        if last:
+            fn()
+
+    for f in group:
+        f.add_done_callback(one)
+
+
+__all__ = ["Converter", "PageResult", "Status", "Summary"]

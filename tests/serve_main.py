@@ -1,0 +1,17 @@
+"""`python tests/serve_main.py serve ...`: the real CLI with the test engines registered, for the server tests
+(which run the server as a subprocess, as a user would)."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from ocrbatch.cli import main  # noqa: E402
+from ocrbatch.engines import registry  # noqa: E402
+from tests import engines  # noqa: E402
+
+for cls in (engines.GateEngine, engines.NoLoadEngine, engines.CrashOnPage):
+    registry.register(cls.name, cls)
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,188 @@
+"""The Python API: one Converter, its engine loaded once, pages from many callers sharing batches."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import threading
+from concurrent.futures import Future
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, draw_page, run_cli, save_pdf
+from engines import CrashOnPage, LoadCounter, SlowEngine
+from ocrbatch import Converter
+from ocrbatch.errors import EngineLoadError, UsageError
+
+# The fake engine's Markdown for sample_docs/, written by `convert` at 6e60909 (before the Converter).
+SAMPLE_DOCS_FAKE = {
+    "article-two-column.md": "cb52144d513e6ad4", "invoice.md": "fd3070644710e079",
+    "letter-scan.md": "7f059909da918281", "report/page-0001.md": "1fa555095e74545e",
+    "report/page-0002.md": "69abeccbdc97034c", "report/page-0003.md": "33385d6c51fb9249",
+    "table.md": "58ce34c84203b05a",
+}
+
+
+def digests(out):
+    return {p.relative_to(out).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()[:16]
+            for p in sorted(out.rglob("*.md"))}
+
+
+def png_bytes(text: str) -> bytes:
+    buf = io.BytesIO()
+    draw_page(text, size=(300, 400), font_size=20).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+@pytest.fixture
+def counter(register_engine):
+    LoadCounter.loads, LoadCounter.batches = 0, []
+    return register_engine(LoadCounter)
+
+
+def test_cli_output_on_sample_docs_is_what_it_was(tmp_path):
+    out = tmp_path / "out"
+    r = run_cli("convert", str(ROOT / "sample_docs"), "-o", str(out), "--engine", "fake", "-q")
+    assert r.returncode == 0, r.stderr
+    assert digests(out) == SAMPLE_DOCS_FAKE
+
+
+def test_two_converts_load_the_engine_once_and_write_what_the_cli_writes(tmp_path, counter):
+    with Converter(engine=counter, max_batch=4) as conv:
+        assert not conv.loaded  # lazily: nothing loads before there is work
+        first = conv.convert(ROOT / "sample_docs", tmp_path / "a")
+        second = conv.convert([str(ROOT / "sample_docs")], tmp_path / "b", pages="1")
+        assert conv.loaded
+    assert LoadCounter.loads == 1 and not conv.loaded  # closed: unloaded
+    with pytest.raises(RuntimeError, match="closed"):
+        conv.submit(draw_page("late"))
+    assert first.exit_code == 0 and first.counts["ok"] == 7 and second.counts["ok"] == 5
+    cli = tmp_path / "cli"
+    assert run_cli("convert", str(ROOT / "sample_docs"), "-o", str(cli), "--engine", "fake", "-q").returncode == 0
+    assert digests(tmp_path / "a") == digests(cli) == SAMPLE_DOCS_FAKE  # same words: fake and counter share infer
+
+
+def test_three_threads_submitting_at_once_share_batches_and_every_future_resolves(counter):
+    futures: list[Future] = []
+    lock = threading.Lock()
+    start = threading.Barrier(3)
+
+    def client(k: int) -> None:
+        start.wait()
+        for i in range(6):
+            f = conv.submit(png_bytes(f"client {k} page {i}"), name=f"c{k}-{i}.png")
+            with lock:
+                futures.append(f)
+
+    with Converter(engine=counter, max_batch=8, max_wait_ms=2000) as conv:
+        threads = [threading.Thread(target=client, args=(k,)) for k in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        results = [f.result(timeout=60) for f in futures]
+    assert len(results) == 18 and all(r.status.value == "ok" for r in results)
+    assert sorted(r.ref.label for r in results) == sorted(f"c{k}-{i}.png" for k in range(3) for i in range(6))
+    assert sum(LoadCounter.batches) == 18 and len(LoadCounter.batches) < 18  # mean batch > 1
+    assert LoadCounter.loads == 1
+
+
+def test_a_bad_page_fails_only_its_own_future_with_the_cli_line(tmp_path, register_engine):
+    register_engine(CrashOnPage)
+    pdf = save_pdf(tmp_path / "two.pdf", [draw_page("one"), draw_page("two")])
+    with Converter(engine="crash-on-page", max_wait_ms=50) as conv:
+        good = conv.submit(png_bytes("fine"), name="fine.png")
+        text = conv.submit(b"hello, not an image", name="notes.txt")
+        empty = conv.submit(b"")
+        poison = conv.submit(draw_page("boom"), name="poison.png")  # the engine raises on this one
+        pages = conv.submit(pdf.read_bytes(), pages="2-5", name="two.pdf")
+        missing = conv.submit(tmp_path / "nope.png")
+        assert good.result(timeout=60).status.value == "ok"
+        assert text.result().message == "notes.txt: not a PDF or image: it holds plain text"
+        assert empty.result().message == "<bytes>: empty file (0 bytes)"
+        assert poison.result(timeout=60).message == "poison.png: RuntimeError: engine exploded on this input"
+        assert [f.result(timeout=60).ref.label for f in pages] == ["two.pdf page 2"]
+        assert missing.result().status.value == "failed" and "nope.png" in missing.result().message
+        assert conv.submit(png_bytes("after"), priority="bulk").result(timeout=60).ok  # it goes on
+
+
+def test_an_engine_that_cannot_load_fails_the_futures_with_its_error(register_engine):
+    from engines import NoLoadEngine
+
+    with Converter(engine=register_engine(NoLoadEngine), max_wait_ms=10) as conv:
+        with pytest.raises(EngineLoadError, match="weights not found"):
+            conv.submit(draw_page("x")).result(timeout=60)
+        with pytest.raises(EngineLoadError, match="weights not found"):
+            conv.load()
+        assert not conv.loaded
+
+
+def test_cancelled_pages_that_have_not_started_are_never_run(register_engine):
+    SlowEngine.delay_s = 0.05
+    with Converter(engine=register_engine(SlowEngine), max_batch=1, max_wait_ms=0) as conv:
+        futures = [conv.submit(draw_page(f"p{i}"), priority="bulk", name=f"p{i}.png") for i in range(40)]
+        cancelled = conv.cancel(futures[5:])
+        done = [f.result(timeout=60) for f in futures[:5]]
+        assert cancelled > 0 and all(r.ok for r in done)
+    assert conv.stats()["pages"] == 40 - cancelled and conv.stats()["in_flight"] == 0  # cancelled: never run
+
+
+def test_stream_yields_every_page_and_failed_files(tmp_path, counter):
+    (tmp_path / "in").mkdir()
+    draw_page("a").save(tmp_path / "in" / "a.png")
+    save_pdf(tmp_path / "in" / "b.pdf", [draw_page("b1"), draw_page("b2")])
+    (tmp_path / "in" / "c.pdf").write_bytes(b"%PDF-1.4 broken")
+    with Converter(engine=counter) as conv:
+        results = list(conv.stream(tmp_path / "in"))
+        stats = conv.stats()
+    got = sorted((Path(r.ref.source.display if r.ref else r.source_display).name, r.ref.page if r.ref else 0,
+                  r.status.value) for r in results)
+    assert got == [("a.png", 1, "ok"), ("b.pdf", 1, "ok"), ("b.pdf", 2, "ok"), ("c.pdf", 0, "failed")]
+    assert stats["loaded"] and stats["pages"] == 3 and stats["queued"] == {"interactive": 0, "bulk": 0}
+
+
+def test_options_are_checked_when_the_converter_is_made():
+    with pytest.raises(UsageError, match="unknown engine"):
+        Converter(engine="nope")
+    with pytest.raises(UsageError, match="--max-batch"):
+        Converter(engine="fake", max_batch=0)
+    with pytest.raises(UsageError, match="unknown option"):
+        Converter(engine="fake", colour="blue")
+
+
+def test_options_come_from_the_environment_and_flags_win(tmp_path):
+    draw_page("x").save(tmp_path / "x.png")
+    env = {"OCRBATCH_ENGINE": "fake", "OCRBATCH_OUTPUT": str(tmp_path / "out"), "OCRBATCH_MAX_BATCH": "2"}
+    r = run_cli("convert", str(tmp_path / "x.png"), "--json", env=env)
+    assert r.returncode == 0, r.stderr
+    assert '"engine": "fake"' in r.stdout and (tmp_path / "out" / "x.md").is_file()
+    r = run_cli("convert", str(tmp_path / "x.png"), "-o", str(tmp_path / "o2"), "--engine", "fake",
+                env={"OCRBATCH_ENGINE": "nope", "OCRBATCH_MAX_BATCH": "0"})
+    assert r.returncode == 2 and "--max-batch" in r.stderr  # the flag won for the engine, not for max-batch
+    conv = Converter.from_env({"OCRBATCH_ENGINE": "fake", "OCRBATCH_MAX_BATCH": "3"}, max_wait_ms=5)
+    assert conv.engine == "fake" and conv.stats()["loaded"] is False
+    conv.close()
+    with pytest.raises(UsageError, match="OCRBATCH_MAX_BATCH"):
+        Converter.from_env({"OCRBATCH_MAX_BATCH": "many"})
+
+
+def test_the_readme_python_example_runs(tmp_path, monkeypatch):
+    text = (ROOT / "README.md").read_text()
+    code = text.split("## Python", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    assert 'engine="rapidocr"' in code
+    (tmp_path / "sample_docs").symlink_to(ROOT / "sample_docs")
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code.replace('engine="rapidocr"', 'engine="fake"'), "README.md", "exec"), {})
+    assert digests(tmp_path / "out") == SAMPLE_DOCS_FAKE
+
+
+def test_a_file_changed_between_submits_is_read_afresh_and_an_empty_selection_gives_no_pages(tmp_path, counter):
+    path = tmp_path / "doc.pdf"
+    with Converter(engine=counter, max_wait_ms=10) as conv:
+        save_pdf(path, [draw_page("first version"), draw_page("two")])
+        before = [f.result(timeout=60).markdown for f in conv.submit(path, pages="1")]
+        save_pdf(path, [draw_page("second version, longer"), draw_page("two")])
+        after = [f.result(timeout=60).markdown for f in conv.submit(path, pages="1")]
+        assert conv.submit(path, pages="7-") == []
+    assert before != after and len(before) == len(after) == 1

@@ -281,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         wall = min(r[0] for r in runs)
         rss = max(r[2] for r in runs)
         print(f"convert      {wall:7.1f} s   {n_pages / wall:5.2f} pages/s   peak RSS {rss / 2**20:.0f} MiB"
-              f"   exit {runs[-1][1]}")
+              f"   exit {runs[-1][1]}   (default settings: model size {DEFAULT_SIZE})")
         pages = named_pages(a.dev, 150)
         tess_figures = None
         if not a.no_tesseract:
@@ -342,7 +342,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n{'model size (engine alone)':26s} {'dev p/s':>8s} {'dev CER':>8s} {'dev F1':>7s} "
               f"{'stress p/s':>10s} {'str CER':>8s} {'str F1':>7s}")
         for size, dps, d, sps, st in size_rows:
-            print(f"{size:26s} {dps:8.2f} {d['cer']:8.4f} {d['mean_bow_f1']:7.4f} {sps:10.2f} {st['cer']:8.4f} "
+            label = f"{size} (default)" if size == DEFAULT_SIZE else size
+            print(f"{label:26s} {dps:8.2f} {d['cer']:8.4f} {d['mean_bow_f1']:7.4f} {sps:10.2f} {st['cer']:8.4f} "
                   f"{st['mean_bow_f1']:7.4f}")
     return 0
 

@@ -56,6 +56,11 @@ class EngineOptions:
     quantize: str = "none"  # none | int8 | nf4 (bitsandbytes weights)
     schedule: str = "continuous"  # continuous: rows leave and join between decoding steps; static: whole batches
     page_lengths: tuple[tuple[str, int], ...] = ()  # benchmarks: (file name, tokens) each page ends after
+    model_size: str = "small"  # rapidocr: PP-OCRv6 small, or tiny (faster, below the accuracy goals)
+    keep_furniture: bool = False  # keep running heads and feet, page numbers, margin stamps (rapidocr, text layer)
+
+
+MODEL_SIZES = ("small", "tiny")  # --model-size (rapid.py also knows bench-only mixes)
 
 
 def available_cpus() -> int:
@@ -118,6 +123,9 @@ class RunConfig:
             raise UsageError("--workers must be at least 1")
         if self.engine_options.threads is not None and self.engine_options.threads < 1:
             raise UsageError("--threads must be at least 1")
+        if self.engine_options.model_size not in MODEL_SIZES:
+            raise UsageError(f"--model-size {self.engine_options.model_size}: choose "
+                             f"{' or '.join(MODEL_SIZES)}")
         if self.ray_workers is not None and self.ray_workers < 1:
             raise UsageError("--ray-workers must be at least 1")
         if self.ray_workers is not None and not self.ray:
@@ -136,6 +144,7 @@ class RunConfig:
     @classmethod
     def build(cls, inputs: tuple[str, ...], output: Path, *, model: str | None = None, dtype: str = "auto",
               prompt: str = "markdown", max_new_tokens: int = 8192, threads: int | None = None,
+              model_size: str = EngineOptions.model_size, keep_furniture: bool = False,
               workers: int | None = None, pages: str | PageSelection | None = None, schedule: str = "continuous",
               quantize: str = "none", max_batch: int | str = 8, **fields) -> "RunConfig":
         """From the command line's flat options (engine options in, `pages` as text, `max_batch` a number or
@@ -143,8 +152,9 @@ class RunConfig:
         start, auto = parse_max_batch(max_batch)
         return cls(inputs=tuple(inputs), output=output, workers=workers or default_workers(),
                    engine_options=EngineOptions(model=model, dtype=dtype, prompt=prompt,
-                                                max_new_tokens=max_new_tokens, threads=threads, schedule=schedule,
-                                                quantize=quantize),
+                                                max_new_tokens=max_new_tokens, threads=threads,
+                                                model_size=model_size, keep_furniture=keep_furniture,
+                                                schedule=schedule, quantize=quantize),
                    pages=PageSelection.parse(pages) if isinstance(pages, str) else pages, max_batch=start,
                    max_batch_auto=auto, **fields)
 
@@ -158,17 +168,17 @@ class RunConfig:
 
 # Every `convert` option can come from the environment (flags win): option name → variable.
 ENV = {name: "OCRBATCH_" + name.upper() for name in (
-    "output", "engine", "model", "dtype", "prompt", "max_new_tokens", "threads", "devices", "dpi", "text_layer",
-    "ray", "ray_workers", "max_batch", "schedule", "quantize", "max_wait_ms", "workers", "pages", "max_pixels",
-    "force", "null", "json",
-    "quiet", "no_progress", "log_every", "metrics_file", "verbose")}
+    "output", "engine", "model", "dtype", "prompt", "max_new_tokens", "threads", "model_size", "keep_furniture",
+    "devices", "dpi", "text_layer", "ray", "ray_workers", "max_batch", "schedule", "quantize", "max_wait_ms",
+    "workers", "pages", "max_pixels", "force", "null", "json", "quiet", "no_progress", "log_every", "metrics_file",
+    "verbose")}
 _INTS = {"max_new_tokens", "threads", "dpi", "ray_workers", "max_wait_ms", "workers", "verbose",
          "max_pixels"}
-_FLAGS = {"force", "null", "json", "quiet", "no_progress"}
+_FLAGS = {"force", "null", "json", "quiet", "no_progress", "keep_furniture"}
 # The options a Converter takes (the others belong to one run, or to the command line).
-CONVERTER_OPTIONS = ("engine", "model", "dtype", "prompt", "max_new_tokens", "threads", "devices", "dpi",
-                     "text_layer", "ray", "ray_workers", "max_batch", "max_wait_ms", "workers", "max_pixels",
-                     "schedule", "quantize")
+CONVERTER_OPTIONS = ("engine", "model", "dtype", "prompt", "max_new_tokens", "threads", "model_size",
+                     "keep_furniture", "devices", "dpi", "text_layer", "ray", "ray_workers", "max_batch",
+                     "max_wait_ms", "workers", "max_pixels", "schedule", "quantize")
 
 
 def parse_max_batch(value: "int | str") -> tuple[int, bool]:

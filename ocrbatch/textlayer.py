@@ -164,8 +164,9 @@ def _same_segment(prev, box) -> bool:
     return -0.5 * h <= gap <= 1.0 * max(prev[3] - prev[1], box[3] - box[1])
 
 
-def page_markdown(text: PageText, dpi: float) -> TextLayerPage | None:
-    """Markdown from the page's text layer, or None when the layer is not usable."""
+def page_markdown(text: PageText, dpi: float, keep_furniture: bool = False) -> TextLayerPage | None:
+    """Markdown from the page's text layer, or None when the layer is not usable. Page furniture (running
+    heads and feet, page numbers) is left out unless `keep_furniture`, as the engine's is."""
     if unusable(text) is not None:
         return None
     turn = reading_turn(text)
@@ -174,5 +175,5 @@ def page_markdown(text: PageText, dpi: float) -> TextLayerPage | None:
         return None
     scale = dpi / 72.0
     w, h = _turned_size(text, turn)
-    md = lines_to_markdown(lines, int(w * scale), int(h * scale))
+    md = lines_to_markdown(lines, int(w * scale), int(h * scale), keep_furniture=keep_furniture)
     return TextLayerPage(md, len(lines), sum(len(l.text) for l in lines), turn)

@@ -1,11 +1,17 @@
 #!/usr/bin/env python3
-"""`make bench`: speed and accuracy of `ocrbatch convert` on the development corpus.
+"""`make bench`: speed and accuracy of `ocrbatch convert` on the development corpus and the stress set.
 
 Prints, for ../shared/bench/dev (its pages/ and pdfs/ folders):
 - pages/s of `ocrbatch convert` run as a subprocess into a fresh output folder, and its peak RSS;
+- tesseract 5 on the same pages in the same sitting (`tesseract PAGE -`, 2 parallel jobs, PDF pages
+  rasterized at 150 dpi beforehand) and the speed ratio ocrbatch ÷ tesseract, with tesseract's CER;
 - the same engine called in a tight loop on pages decoded beforehand, and the overhead ratio
   (convert wall time ÷ loop time: what the pipeline, process start and model load cost on top);
 - score.py's CER, WER and bag-of-words F1, overall and per kind of page (from dev/MANIFEST.tsv);
+- for each model size (`--sizes`), the engine alone on the dev corpus and on the layout stress set
+  (bench/stress, rendered at 150 dpi): pages/s, CER and BoW-F1; the stress set per kind for the
+  default size, and any stress page that came out with a pipe table its MANIFEST does not expect
+  (prose written as a table).
 - peak RSS converting a 100-page and a 2,000-page image-only PDF with `--engine fake --text-layer off`
   (memory must not grow with the page count: the 2,000-page figure should stay within 1.2x the 100-page one).
 
@@ -23,9 +29,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DEV = ROOT.parent / "shared" / "bench" / "dev"
+STRESS = ROOT / "bench" / "stress"
+# --model-size values measured; "tiny-rec" (small detector, tiny recognizer) exists for this table only
+SIZES = ("tiny", "tiny-rec", "small")
+DEFAULT_SIZE = "small"  # EngineOptions.model_size: what `convert` (and the tesseract ratio) runs
 
 
 def convert(dev: Path, out: Path, engine: str, extra: list[str]) -> tuple[float, int, int]:
@@ -44,23 +55,117 @@ def convert(dev: Path, out: Path, engine: str, extra: list[str]) -> tuple[float,
 
 def decoded_pages(dev: Path, dpi: int) -> list:
     """Every dev page as an RGB image, decoded before any timing starts."""
+    return [im for _, im in named_pages(dev, dpi)]
+
+
+def named_pages(dev: Path, dpi: int) -> list[tuple[str, Any]]:
+    """(truth name without .txt, RGB image) of every page in dev's pages/ and pdfs/ folders."""
     import pypdfium2
     from PIL import Image
 
-    images = []
+    out = []
     for p in sorted((dev / "pages").iterdir()):
         with Image.open(p) as im:
-            images.append(im.convert("RGB"))
+            out.append((p.stem, im.convert("RGB")))
     for p in sorted((dev / "pdfs").iterdir()):
         doc = pypdfium2.PdfDocument(str(p))
         try:
             for i in range(len(doc)):
                 page = doc[i]
-                images.append(page.render(scale=dpi / 72).to_pil().convert("RGB"))
+                out.append((f"{p.stem}/page-{i + 1:04d}", page.render(scale=dpi / 72).to_pil().convert("RGB")))
                 page.close()
         finally:
             doc.close()
-    return images
+    return out
+
+
+def tesseract(pages: list[tuple[str, Any]], work: Path, jobs: int = 2) -> tuple[float, Path] | None:
+    """Seconds for `tesseract PAGE -` over the pages (PNG files written beforehand), `jobs` at once;
+    its text goes to work/out/NAME.md for scoring. None when tesseract is not installed."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    exe = shutil.which("tesseract")
+    if exe is None:
+        return None
+    files = []
+    for name, im in pages:
+        path = work / "png" / f"{name}.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        im.save(path)
+        files.append((name, path))
+    out = work / "out"
+    # one thread per job, as tesseract advises for parallel runs: its OpenMP threads on top of two jobs
+    # only oversubscribe the CPUs and make it slower
+    env = {**os.environ, "OMP_THREAD_LIMIT": "1"}
+
+    def one(item: tuple[str, Path]) -> None:
+        name, path = item
+        text = subprocess.run([exe, str(path), "-"], capture_output=True, text=True, env=env).stdout
+        dest = out / f"{name}.md"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_text(text, encoding="utf-8")
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(jobs) as pool:
+        list(pool.map(one, files))
+    return time.perf_counter() - t0, out
+
+
+def stress_pages(work: Path) -> list[tuple[str, Any]]:
+    """The stress set's pages, rendered at 150 dpi (bench/stress: see scripts/stress_set.py)."""
+    from PIL import Image
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import stress_set
+
+    out = []
+    for path in stress_set.render(work / "stress-png"):
+        with Image.open(path) as im:
+            out.append((path.stem, im.convert("RGB")))
+    return out
+
+
+def read_all(pages: list[tuple[str, Any]], size: str, out: Path, batch: int) -> float:
+    """Seconds for the embedded engine with `size` models to read `pages` (model load excluded);
+    the Markdown goes to out/NAME.md."""
+    sys.path.insert(0, str(ROOT))
+    from ocrbatch.config import EngineOptions
+    from ocrbatch.engines import registry
+    from ocrbatch.records import PageImage
+
+    engine = registry.create("rapidocr", EngineOptions(model_size=size))
+    engine.load("cpu")
+    try:
+        elapsed = 0.0
+        for i in range(0, len(pages), batch):
+            chunk = pages[i:i + batch]
+            t0 = time.perf_counter()
+            results = engine.infer([PageImage(ref=None, image=im) for _, im in chunk])  # type: ignore[arg-type]
+            elapsed += time.perf_counter() - t0
+            for (name, _), res in zip(chunk, results):
+                dest = out / f"{name}.md"
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.write_text("" if isinstance(res, Exception) else res.markdown, encoding="utf-8")
+        return elapsed
+    finally:
+        engine.close()
+
+
+def prose_tables(out: Path) -> tuple[list[str], list[str]]:
+    """(stress pages with a pipe table their MANIFEST does not expect, expected ones that have none)."""
+    expected = set()
+    for line in (STRESS / "MANIFEST.tsv").read_text(encoding="utf-8").splitlines()[1:]:
+        item, _kind, _src, _lic, notes = line.split("\t")
+        if "HAS-TABLE" in notes:
+            expected.add(Path(item).stem)
+    unexpected, missing = [], []
+    for md in sorted(out.glob("*.md")):
+        has = any(l.startswith("|---") or l.startswith("| ---") for l in md.read_text(encoding="utf-8").splitlines())
+        if has and md.stem not in expected:
+            unexpected.append(md.stem)
+        if not has and md.stem in expected:
+            missing.append(md.stem)
+    return unexpected, missing
 
 
 def engine_loop(images: list, engine_name: str, batch: int) -> float:
@@ -126,11 +231,13 @@ def print_rss(workdir: Path) -> None:
     print(f"peak RSS     2000 / 100 pages: {large / small:.2f}x (goal: at most 1.2x)")
 
 
-def score(dev: Path, out: Path) -> tuple[dict, str]:
+def score(dev: Path, out: Path, truth: Path | None = None) -> tuple[dict, str]:
     scorer = dev.parent / "score.py"
+    truth = truth or dev / "truth"
     with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
-        run = subprocess.run([sys.executable, str(scorer), str(dev / "truth"), str(out), "--json", tmp.name,
-                              "--quiet"], capture_output=True, text=True, check=True)
+        run = subprocess.run([sys.executable, str(scorer), str(truth), str(out), "--json", tmp.name,
+                              "--quiet", "--manifest", str(truth.parent / "MANIFEST.tsv")],
+                             capture_output=True, text=True, check=True)
         figures = json.loads(Path(tmp.name).read_text())
     return figures, run.stdout.strip().splitlines()[-1]
 
@@ -143,6 +250,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=8, help="pages per engine call in the tight loop")
     ap.add_argument("--no-loop", action="store_true", help="skip the tight engine loop (no overhead ratio)")
     ap.add_argument("--keep", type=Path, help="write the Markdown here instead of a temporary folder")
+    ap.add_argument("--sizes", default=",".join(SIZES),
+                    help=f"model sizes to compare on dev and stress (default {','.join(SIZES)}; empty: none)")
+    ap.add_argument("--no-tesseract", action="store_true", help="skip the tesseract comparison")
     ap.add_argument("--rss-only", action="store_true", help="only the peak RSS by page count (no corpus needed)")
     ap.add_argument("--no-rss", action="store_true", help="skip the peak RSS by page count (about 2 minutes)")
     ap.add_argument("--make-pdf", nargs=2, metavar=("PATH", "PAGES"), help=argparse.SUPPRESS)
@@ -171,13 +281,38 @@ def main(argv: list[str] | None = None) -> int:
         wall = min(r[0] for r in runs)
         rss = max(r[2] for r in runs)
         print(f"convert      {wall:7.1f} s   {n_pages / wall:5.2f} pages/s   peak RSS {rss / 2**20:.0f} MiB"
-              f"   exit {runs[-1][1]}")
+              f"   exit {runs[-1][1]}   (default settings: model size {DEFAULT_SIZE})")
+        pages = named_pages(a.dev, 150)
+        tess_figures = None
+        if not a.no_tesseract:
+            tess = tesseract(pages, workdir / "tesseract")
+            if tess is None:
+                print("tesseract    not installed: no speed ratio")
+            else:
+                t_wall, t_out = tess
+                tess_figures, _ = score(a.dev, t_out)
+                print(f"tesseract    {t_wall:7.1f} s   {len(pages) / t_wall:5.2f} pages/s   (tesseract PAGE -, 2 jobs, OMP_THREAD_LIMIT=1, "
+                      f"CER {tess_figures['overall']['cer']:.4f})")
+                print(f"speed ratio  {t_wall / wall:7.2f}x tesseract (ocrbatch convert pages/s / tesseract pages/s)")
         if not a.no_loop:
-            images = decoded_pages(a.dev, 150)
+            images = [im for _, im in pages]
             loop = min(engine_loop(images, a.engine, a.batch) for _ in range(a.repeat))
             print(f"engine loop  {loop:7.1f} s   {len(images) / loop:5.2f} pages/s   "
                   f"overhead ratio {wall / loop:.2f} (convert wall / engine loop)")
         figures, last = score(a.dev, out)
+        sizes = [s for s in a.sizes.split(",") if s] if a.engine == "rapidocr" else []
+        size_rows, stress_default = [], None
+        if sizes:
+            stress = stress_pages(workdir)
+            for size in sizes:
+                dev_out, st_out = workdir / f"dev-{size}", workdir / f"stress-{size}"
+                dev_s = read_all(pages, size, dev_out, a.batch)
+                st_s = read_all(stress, size, st_out, a.batch)
+                d, _ = score(a.dev, dev_out)
+                st, _ = score(a.dev, st_out, STRESS / "truth")
+                size_rows.append((size, len(pages) / dev_s, d["overall"], len(stress) / st_s, st["overall"]))
+                if size == DEFAULT_SIZE or stress_default is None:
+                    stress_default = (size, st, prose_tables(st_out))
         if not a.no_rss:  # in a fresh process: this one holds decoded pages and an engine by now
             sys.stdout.flush()
             subprocess.run([sys.executable, __file__, "--rss-only"], check=False)
@@ -190,6 +325,26 @@ def main(argv: list[str] | None = None) -> int:
     o = figures["overall"]
     print(f"{'overall':30s} {o['pages']:5d} {o['cer']:7.4f} {o['wer']:7.4f} {o['mean_bow_f1']:7.4f}")
     print(last)
+    if tess_figures is not None:
+        t = tess_figures["overall"]
+        print(f"{'tesseract, same pages':30s} {t['pages']:5d} {t['cer']:7.4f} {t['wer']:7.4f} {t['mean_bow_f1']:7.4f}")
+    if stress_default is not None:
+        size, st, (unexpected, missing) = stress_default
+        print(f"\nstress set (bench/stress, 150 dpi), model size {size}")
+        print(f"{'kind':30s} {'pages':>5s} {'CER':>7s} {'WER':>7s} {'BoW-F1':>7s}")
+        for kind, v in st["by_kind"].items():
+            print(f"{kind:30s} {v['pages']:5d} {v['cer']:7.4f} {v['wer']:7.4f} {v['mean_bow_f1']:7.4f}")
+        o = st["overall"]
+        print(f"{'overall':30s} {o['pages']:5d} {o['cer']:7.4f} {o['wer']:7.4f} {o['mean_bow_f1']:7.4f}")
+        print(f"pages with a table they should not have (prose as table): {', '.join(unexpected) or 'none'}; "
+              f"real tables not found: {', '.join(missing) or 'none'}")
+    if size_rows:
+        print(f"\n{'model size (engine alone)':26s} {'dev p/s':>8s} {'dev CER':>8s} {'dev F1':>7s} "
+              f"{'stress p/s':>10s} {'str CER':>8s} {'str F1':>7s}")
+        for size, dps, d, sps, st in size_rows:
+            label = f"{size} (default)" if size == DEFAULT_SIZE else size
+            print(f"{label:26s} {dps:8.2f} {d['cer']:8.4f} {d['mean_bow_f1']:7.4f} {sps:10.2f} {st['cer']:8.4f} "
+                  f"{st['mean_bow_f1']:7.4f}")
     return 0
 
 

@@ -18,6 +18,7 @@ import asyncio
 import io
 import json
 import os
+import random
 import re
 import shlex
 import signal
@@ -73,8 +74,11 @@ def batch_time(page: dict) -> float:
     return t.get("infer_s", 0.0) * t.get("batch_size", 1.0)
 
 
-async def interactive(http: httpx.AsyncClient, body: bytes, stop: float, tally: Tally) -> None:
+async def interactive(http: httpx.AsyncClient, body: bytes, stop: float, tally: Tally,
+                      think_s: float, rng: random.Random) -> None:
     while time.monotonic() < stop:
+        if think_s:
+            await asyncio.sleep(rng.uniform(0, think_s))
         t0 = time.perf_counter()
         try:
             r = await http.post("/v1/convert", content=body, params={"priority": "interactive"})
@@ -122,7 +126,8 @@ async def engine_counts(http: httpx.AsyncClient) -> tuple[float, float]:
     return get("ocrbatch_engine_batches_total"), get("ocrbatch_engine_pages_total")
 
 
-async def run(url: str, clients: int, duration: float, bulk_pages: int, token: str | None) -> dict:
+async def run(url: str, clients: int, duration: float, bulk_pages: int, token: str | None,
+              think_s: float = 0.0) -> dict:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     limits = httpx.Limits(max_connections=clients + 2, max_keepalive_connections=clients + 2)
     async with httpx.AsyncClient(base_url=url, headers=headers, timeout=300, limits=limits) as http:
@@ -134,7 +139,7 @@ async def run(url: str, clients: int, duration: float, bulk_pages: int, token: s
         tally = Tally()
         start = time.monotonic()
         stop = start + duration
-        tasks = [interactive(http, bodies[k], stop, tally) for k in range(clients)]
+        tasks = [interactive(http, bodies[k], stop, tally, think_s, random.Random(k)) for k in range(clients)]
         if bulk_pages:
             tasks.append(bulk(http, pdf, stop, tally))
         await asyncio.gather(*tasks)
@@ -145,7 +150,7 @@ async def run(url: str, clients: int, duration: float, bulk_pages: int, token: s
     longest = max(tally.batch_s, default=0.0)
     mean_batch_s = statistics.fmean(tally.batch_s) if tally.batch_s else 0.0
     return {"url": url, "engine": about.get("engine"), "clients": clients, "duration_s": round(wall, 2),
-            "bulk_pages_per_doc": bulk_pages, "requests": len(lat), "requests_per_s": round(len(lat) / wall, 2),
+            "bulk_pages_per_doc": bulk_pages, "think_ms": round(think_s * 1000), "requests": len(lat), "requests_per_s": round(len(lat) / wall, 2),
             "p50_ms": round(q[49] * 1000, 1), "p95_ms": round(q[94] * 1000, 1), "p99_ms": round(q[98] * 1000, 1),
             "mean_batch": round((p1 - p0) / (b1 - b0), 2) if b1 > b0 else 0.0,
             "batch_ms_mean": round(mean_batch_s * 1000, 1), "batch_ms_longest": round(longest * 1000, 1),
@@ -155,7 +160,8 @@ async def run(url: str, clients: int, duration: float, bulk_pages: int, token: s
 
 
 def report(r: dict) -> str:
-    lines = [f"{r['clients']} clients x {r['duration_s']} s against {r['url']} (engine {r['engine']})",
+    think = f", pausing 0-{r['think_ms']} ms between requests" if r["think_ms"] else ", back to back"
+    lines = [f"{r['clients']} clients x {r['duration_s']} s{think} against {r['url']} (engine {r['engine']})",
              f"requests/s   {r['requests_per_s']}  ({r['requests']} answered 200)",
              f"latency      p50 {r['p50_ms']} ms   p95 {r['p95_ms']} ms   p99 {r['p99_ms']} ms",
              f"mean batch   {r['mean_batch']} pages",
@@ -213,13 +219,16 @@ def main() -> int:
     ap.add_argument("--duration", "-t", type=float, default=20.0, help="seconds")
     ap.add_argument("--bulk-pages", type=int, default=0,
                     help="also stream a PDF of this many pages in the bulk lane, again and again")
+    ap.add_argument("--think-ms", type=float, default=0.0,
+                    help="each client pauses a random 0..N ms before each request, as people do (default 0: back "
+                         "to back, the worst case for latency: every request then arrives just as a batch starts)")
     ap.add_argument("--token", default=os.environ.get("OCRBATCH_TOKEN"))
     ap.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     args = ap.parse_args()
     server = Spawned(args.spawn) if args.spawn else None
     try:
         result = asyncio.run(run(server.url if server else args.url, args.clients, args.duration,
-                                 args.bulk_pages, args.token))
+                                 args.bulk_pages, args.token, args.think_ms / 1000))
     finally:
         if server:
             server.stop()

@@ -113,13 +113,24 @@ def test_receipt_label_value_rows_stay_lines_in_top_to_bottom_order():
     assert got[-4:] == ["TOTAL SALES 37.50", "DISCOUNT 0.00", "TOTAL GST 2.25", "CASH 39.75"]
 
 
-def test_running_head_and_page_number_are_kept_as_text():
+def test_running_head_and_page_number_are_dropped_unless_kept():
     lines = [line("Journal of Tests", 100, 40), line("7", 1100, 40, w=14)]
     lines += column(["Body text " * 5, "more body text " * 3], 100, 200, 1000)
-    lines += [line("Page 7", 600, 1650)]
+    lines += [line("Page 7", 600, 1650), line("Downloaded from example.org on 1 May 2024", 30, 500, w=20, h=400)]
+    kept = lines_to_markdown(lines, 1240, 1750, keep_furniture=True)
+    assert kept.startswith("Journal of Tests 7")
+    assert kept.rstrip().endswith("Page 7")
     md = lines_to_markdown(lines, 1240, 1750)
-    assert md.startswith("Journal of Tests 7")
-    assert md.rstrip().endswith("Page 7")
+    assert md.startswith("Body text") and md.rstrip().endswith("body text")
+    assert "Journal" not in md and "Page 7" not in md and "Downloaded" not in md
+
+
+def test_a_title_or_closing_line_at_the_page_edge_is_not_furniture():
+    lines = [line("SHOP NAME SDN BHD", 250, 40, h=40)]
+    lines += column(["Body text " * 5, "more body text " * 3], 100, 200, 1000)
+    lines += [line("THANK YOU, PLEASE COME AGAIN", 300, 1650)]
+    md = lines_to_markdown(lines, 1240, 1750)
+    assert md.lstrip("# ").startswith("SHOP NAME") and md.rstrip().endswith("PLEASE COME AGAIN")
 
 
 def test_skewed_scan_quads_are_straightened_before_layout():

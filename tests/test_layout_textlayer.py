@@ -172,7 +172,7 @@ def test_text_layer_only_fails_pages_without_a_layer(tmp_path: Path):
 
 def test_a_layer_the_layout_chokes_on_is_read_by_the_engine_and_the_run_goes_on(born_digital: Path, tmp_path: Path,
                                                                                monkeypatch, caplog):
-    def broken(text, dpi):
+    def broken(*args):
         raise IndexError("list index out of range")
 
     monkeypatch.setattr(textlayer, "page_markdown", broken)  # a layout bug met on one user's PDF
@@ -206,3 +206,38 @@ def test_a_word_hyphenated_at_the_end_of_a_line_is_joined_again():
     first.append((0xFFFE, first[-1][3], 700, first[-1][3] + 4, 712))  # PDFium's line-end hyphen
     md = textlayer.page_markdown(PageText(first + word("tions follows.", 72, 686), 612, 792, 0, 0.0), 72).markdown
     assert "declarations follow" in md and "\ufffe" not in md
+
+
+def report_with_furniture(path: Path) -> Path:
+    """Two born-digital pages with a running head (title and year) and a page number in the foot."""
+    pages = []
+    for n in (1, 2):
+        items = [("Farm Cooperative Annual Report 2024", 72, 750, 8), (f"Page {n} of 2", 280, 36, 8)]
+        items += [(t, 72, 660 - 14 * i, 10) for i, t in enumerate(LEFT + RIGHT)]
+        pages.append(items)
+    return write_pdf(path, pages)
+
+
+def test_text_layer_pages_leave_furniture_out_unless_kept_and_resume_tells_them_apart(tmp_path: Path):
+    from conftest import run_cli
+
+    pdf = report_with_furniture(tmp_path / "in" / "report.pdf")
+    out = tmp_path / "out"
+    summary = run(RunConfig.build((str(pdf),), out, engine="fake"))
+    assert summary.counts["ok"] == 2
+    first = (out / "report" / "page-0001.md").read_text()
+    assert "alpha four closes" in first and "beta four ends" in first  # read from the layer, not the fake engine
+    assert "Page 1 of 2" not in first and "Annual Report" not in first
+    assert json.loads((out / "manifest.jsonl").read_text().splitlines()[0])["info"]["path"] == "text-layer"
+
+    # the same folder with the furniture kept: both pages are redone, not skipped as already done
+    summary = run(RunConfig.build((str(pdf),), out, engine="fake", keep_furniture=True))
+    assert summary.counts["ok"] == 2 and summary.counts.get("skipped", 0) == 0
+    second = (out / "report" / "page-0002.md").read_text()
+    assert "Page 2 of 2" in second and "Farm Cooperative Annual Report 2024" in second
+    assert second.index("Annual Report") < second.index("Alpha one") < second.index("Page 2 of 2")
+
+    kept = tmp_path / "kept"  # the option from the environment (config.ENV), as the command line reads it
+    r = run_cli("convert", str(pdf), "-o", str(kept), "--engine", "fake", env={"OCRBATCH_KEEP_FURNITURE": "1"})
+    assert r.returncode == 0, r.stderr
+    assert "Page 1 of 2" in (kept / "report" / "page-0001.md").read_text()

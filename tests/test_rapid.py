@@ -59,7 +59,7 @@ def test_heading_and_two_columns_in_reading_order(engine):
     out = engine.infer([_page(article())])[0]
     md = out.markdown
     assert out.info["path"] == "ocr"
-    assert md.splitlines()[0].startswith("# ") and "harvest report" in md.splitlines()[0].lower()
+    assert md.splitlines()[0].startswith(("# ", "## ")) and "harvest report" in md.splitlines()[0].lower()
     text = _norm(md)
     assert text.index("bottom line") < text.index("then the right column"), md
     assert text.index("the left column") < text.index("bottom line")
@@ -135,3 +135,35 @@ def test_threads_option_sets_the_engines_parallel_tasks(tmp_path):
     summary = json.loads(r.stdout)
     assert summary["engine"]["threads"] == 1 and summary["pages_ok"] == 1
     assert "Threads test page" in (tmp_path / "out" / "page.md").read_text()
+
+
+def test_model_size_is_part_of_the_engine_identity_and_checked(tmp_path):
+    from conftest import draw_page, run_cli
+
+    small = RapidOcrEngine(EngineOptions()).identity()  # the default
+    tiny = RapidOcrEngine(EngineOptions(model_size="tiny")).identity()
+    assert tiny != small and "tiny" in tiny and "small" in small  # resume never mixes the two
+    draw_page("Model size page").save(tmp_path / "page.png")
+    r = run_cli("convert", str(tmp_path / "page.png"), "-o", str(tmp_path / "out"), "--model-size", "huge")
+    assert r.returncode == 2 and "--model-size" in r.stderr
+
+
+def test_a_converter_takes_the_model_size_from_the_environment_and_resume_never_mixes_sizes(tmp_path):
+    from conftest import draw_page, manifest
+
+    from ocrbatch import Converter
+    from ocrbatch.errors import UsageError
+
+    draw_page("Model size page").save(tmp_path / "page.png")
+    out = tmp_path / "out"
+    with Converter.from_env({"OCRBATCH_MODEL_SIZE": "tiny", "OCRBATCH_KEEP_FURNITURE": "yes"}) as conv:
+        summary = conv.convert(tmp_path / "page.png", out)
+    assert summary.engine["models"].startswith("PP-OCRv6 tiny")
+    assert manifest(out)[-1]["engine"] == "rapidocr/ppocrv6-tiny+furniture"
+    with Converter() as conv:  # the default size, small: the page is read again, not skipped
+        summary = conv.convert(tmp_path / "page.png", out)
+    assert summary.counts["ok"] == 1 and summary.counts.get("skipped", 0) == 0
+    assert manifest(out)[-1]["engine"] == "rapidocr/ppocrv6-small"
+    assert "Model size page" in (out / "page.md").read_text()
+    with pytest.raises(UsageError, match="--model-size"):
+        Converter.from_env({"OCRBATCH_MODEL_SIZE": "huge"})

@@ -94,3 +94,14 @@ def test_a_page_that_kills_its_worker_fails_and_the_run_goes_on(cluster, docs, t
     records = {Path(r["source"]).name: r for r in manifest(out) if r["page"] in (None, 1)}
     assert records["fatal.png"]["status"] == "failed" and "died" in records["fatal.png"]["error"]
     assert summary.counts["ok"] == 5 and summary.exit_code == 3
+
+
+def test_workers_leave_text_layer_furniture_out_unless_kept(cluster, tmp_path):
+    from test_layout_textlayer import report_with_furniture
+
+    pdf = report_with_furniture(tmp_path / "in" / "report.pdf")
+    for keep, out in ((False, tmp_path / "dropped"), (True, tmp_path / "kept")):
+        summary = run(RunConfig.build((str(pdf),), out, engine="fake", ray="auto", keep_furniture=keep))
+        assert summary.counts["ok"] == 2
+        page = (out / "report" / "page-0002.md").read_text()
+        assert "beta four ends" in page and ("Page 2 of 2" in page) is keep

@@ -315,6 +315,23 @@ def test_sigterm_stops_accepting_finishes_the_request_in_flight_and_exits_0(tmp_
         srv.stop()
 
 
+def test_the_engine_options_of_convert_reach_the_server(server, tmp_path):
+    from test_layout_textlayer import report_with_furniture
+
+    doc = report_with_furniture(tmp_path / "report.pdf").read_bytes()
+    r = server.convert(doc, params={"pages": "2"})  # read from its text layer: furniture left out by default
+    assert r.status_code == 200, r.text
+    assert "beta four ends" in r.json()["pages"][0]["markdown"] and "Page 2 of 2" not in r.text
+    kept = Server(tmp_path / "kept", "--engine", "fake", "--keep-furniture")
+    try:
+        assert "Page 2 of 2" in kept.convert(doc, params={"pages": "2"}).json()["pages"][0]["markdown"]
+    finally:
+        kept.stop()
+    p = subprocess.run([sys.executable, str(ROOT / "tests" / "serve_main.py"), "serve", "--port", "0",
+                        "--model-size", "huge"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "--model-size" in p.stderr
+
+
 def test_an_engine_that_cannot_load_stops_the_server_with_exit_5(tmp_path):
     p = subprocess.run([sys.executable, str(ROOT / "tests" / "serve_main.py"), "serve", "--port", "0",
                         "--engine", "no-load"], capture_output=True, text=True, timeout=120)

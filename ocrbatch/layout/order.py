@@ -14,6 +14,7 @@ splits that led to it), so later steps know when text moves on to another column
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -21,6 +22,25 @@ from ..records import TextLine
 from .geometry import body_height, core
 
 Column = tuple[int, ...]
+FURNITURE = {("head",), ("foot",)}  # the columns of running heads and feet
+# a page number at either end of a line ("7", "Page 7", "2 / 86"), a year, a copyright or download stamp
+_FOLIO = re.compile(r"^\W*(?:page\s+)?\d{1,4}(?:\s*/\s*\d{1,4})?\b|\b\d{1,4}(?:\s*/\s*\d{1,4})?\W*$"
+                    r"|\b(?:19|20)\d\d\b|©|\bcopyright\b|\bdownloaded from\b", re.IGNORECASE)
+
+
+def is_furniture(region: "Region", h: float) -> bool:
+    """A running head or foot: a thin band set apart at the top or bottom of the page (see
+    `_margin_bands`), not in title type, that carries a page number at a line's end, a year, a
+    copyright line or a download stamp. A receipt's shop name or closing thanks, a document's title, stays."""
+    return (region.column in FURNITURE and max(l.height for l in region.lines) <= 1.3 * h
+            and any(_FOLIO.search(l.text) for l in region.lines))
+
+
+def is_margin_stamp(line: TextLine, page_width: float) -> bool:
+    """Text running up or down a side margin ("Downloaded from ... on DATE", an arXiv stamp)."""
+    x0, y0, x1, y1 = line.box
+    tall = (y1 - y0) >= 4 * (x1 - x0)
+    return tall and (x1 <= 0.12 * page_width or x0 >= 0.88 * page_width)
 
 
 @dataclass
@@ -38,6 +58,25 @@ class _Cutter:
         self.min_vgap = 0.5 * self.h
 
     # -- gutters ------------------------------------------------------------------------
+    def _is_entry_list(self, side: list[TextLine], gutter: float) -> bool:
+        """Entries of a reference card or a glossary: rows of a term and its description (at most
+        two cells), each row starting at the side's left edge, the space between term and
+        description clearly narrower than the gutter. Two columns of a table split down the
+        middle have cell gaps as wide as the gap between them, so they do not pass."""
+        rows: list[list[TextLine]] = []
+        for line in sorted(side, key=lambda l: core(l)[0]):
+            if rows and core(line)[0] < max(core(l)[1] for l in rows[-1]):
+                rows[-1].append(line)
+            else:
+                rows.append([line])
+        if len(rows) < 3 or any(len(r) > 2 for r in rows):
+            return False
+        left = min(l.box[0] for l in side)
+        starts = sum(1 for r in rows if min(l.box[0] for l in r) - left <= 2.5 * self.h)
+        inner = [max(r, key=lambda l: l.box[0]).box[0] - min(r, key=lambda l: l.box[0]).box[2]
+                 for r in rows if len(r) == 2]
+        return starts >= 0.8 * len(rows) and len(inner) >= 2 and max(inner) < 0.8 * gutter
+
     def _is_text_column(self, side: list[TextLine]) -> bool:
         if len(side) < 2:
             return False
@@ -45,9 +84,23 @@ class _Cutter:
         if width < max(0.2 * self.text_width, 8 * self.h):
             return False
         widths = sorted(l.box[2] - l.box[0] for l in side)
-        return widths[(3 * len(widths)) // 4] >= 0.6 * width
+        if widths[(3 * len(widths)) // 4] >= 0.6 * width:
+            return True  # mostly full lines: prose
+        # Code, commands and short entries: ragged lines, but most start at the column's left edge
+        # (a table's or a receipt's cells sit at several left edges within their side).
+        left = min(l.box[0] for l in side)
+        aligned = sum(1 for l in side if l.box[0] - left <= 2.5 * self.h)
+        return len(side) >= 4 and widths[(3 * len(widths)) // 4] >= 0.35 * width and aligned >= 0.7 * len(side)
 
-    def gutter(self, lines: list[TextLine]):
+    def _is_columns(self, side: list[TextLine], depth: int, gutter: float) -> bool:
+        """A side of a gutter `gutter` wide is text set in columns: one text column or list of
+        entries, or several side by side (the right side of the first gutter of a three-column
+        page holds two columns)."""
+        if self._is_text_column(side) or self._is_entry_list(side, gutter):
+            return True
+        return depth < 4 and len(side) >= 4 and self.gutter(side, depth + 1) is not None
+
+    def gutter(self, lines: list[TextLine], depth: int = 0):
         """The best split of `lines` at a gutter: (left, right, strip), or None.
 
         `strip` runs from the left column's right edge to the right column's left edge; a line
@@ -76,7 +129,7 @@ class _Cutter:
             right = [l for l in right if _covers(l, strip) < 0.6]
             if len(crossing) > 0.5 * (len(left) + len(right)):
                 continue
-            if not (self._is_text_column(left) and self._is_text_column(right)):
+            if not (self._is_columns(left, depth, b - a) and self._is_columns(right, depth, b - a)):
                 continue
             key = (min(len(left), len(right)), b - a)
             if best_key is None or key > best_key:
@@ -98,12 +151,70 @@ class _Cutter:
                 reach = max(reach, c1)
         return out
 
+    def _section_break(self, left: list[TextLine], right: list[TextLine]) -> float | None:
+        """Where a page of balanced two-column sections starts a new section: one column is blank
+        for two lines or more while the other holds one short line there (the section's
+        title), and both columns stop above it and go on below it at the same heights. Text is then read section by section, each left then right.
+        In ordinary two-column text a blank stretch in one column faces full lines in the other."""
+        for a, b in ((left, right), (right, left)):
+            ordered = sorted(a, key=lambda l: core(l)[0])
+            reach = core(ordered[0])[1]
+            for line in ordered[1:]:
+                top = core(line)[0]
+                if top - reach >= 2 * self.h:
+                    facing = [l for l in b if core(l)[1] > reach and core(l)[0] < top]
+                    width = max(l.box[2] for l in b) - min(l.box[0] for l in b)
+                    ends = [core(l)[1] for l in b if core(l)[1] <= reach + 0.6 * self.h and l not in facing]
+                    starts = [core(l)[0] for l in b if core(l)[0] >= top - 0.6 * self.h and l not in facing]
+                    # balanced: the other column ends and starts again where this one does
+                    inside = len(facing) == 1 and core(facing[0])[0] > reach + 0.3 * self.h \
+                        and core(facing[0])[1] < top - 0.3 * self.h  # not level with this column's lines
+                    if inside and facing[0].box[2] - facing[0].box[0] < 0.6 * width \
+                            and ends and starts and abs(max(ends) - reach) <= 0.6 * self.h \
+                            and abs(min(starts) - top) <= 0.6 * self.h:
+                        return reach
+                reach = max(reach, core(line)[1])
+        return None
+
+    def _spanned(self, lines: list[TextLine]) -> list[list[TextLine]]:
+        """`lines` cut into horizontal sections at the bands holding a line that spans most of
+        their width (a title or banner across the columns): the columns above and below such a line
+        may differ in number and place (three columns of one story, four of the next)."""
+        x0 = min(l.box[0] for l in lines)
+        x1 = max(l.box[2] for l in lines)
+        if x1 - x0 < 16 * self.h:
+            return [lines]
+        out: list[list[TextLine]] = []
+        run: list[TextLine] = []
+        for band in self.bands(lines):
+            if any(l.box[2] - l.box[0] >= 0.7 * (x1 - x0) for l in band):
+                if run:
+                    out.append(run)
+                    run = []
+                out.append(band)
+            else:
+                run += band
+        if run:
+            out.append(run)
+        return out if len(out) > 1 and all(len(o) < len(lines) for o in out) else [lines]
+
     # -- recursion ------------------------------------------------------------------------
     def cut(self, lines: list[TextLine], column: Column, depth: int = 0) -> list[Region]:
         if len(lines) <= 1 or depth > 30:
             return [Region(lines, column)]
+        sections = self._spanned(lines)
+        if len(sections) > 1:
+            out: list[Region] = []
+            for section in sections:
+                out += self.cut(section, column, depth + 1)
+            return out
         split = self.gutter(lines)
         if split is not None:
+            y = self._section_break(split[0], split[1])
+            if y is not None:
+                above = [l for l in lines if sum(core(l)) / 2 < y]
+                below = [l for l in lines if sum(core(l)) / 2 >= y]
+                return self.cut(above, column, depth + 1) + self.cut(below, column, depth + 1)
             return self._sections(lines, split, column, depth)
         bands = self.bands(lines)
         if len(bands) == 1:
@@ -124,15 +235,35 @@ class _Cutter:
             if run:
                 left = [l for l in run if id(l) in left_ids]
                 right = [l for l in run if id(l) not in left_ids]
-                if len(run) == len(lines) or (self._is_text_column(left) and self._is_text_column(right)):
+                if len(run) == len(lines) or (self._is_columns(left, 0, strip[1] - strip[0]) and
+                                              self._is_columns(right, 0, strip[1] - strip[0])):
                     out.extend(self.cut(left, column + (0,), depth + 1) if left else [])
                     out.extend(self.cut(right, column + (1,), depth + 1) if right else [])
                 else:  # this stretch is no two-column text (a table, a form): cut it on its own
                     out.extend(self.cut(list(run), column, depth + 1))
                 run.clear()
 
-        for band in self.bands(lines):
+        left_edge = _quantile([l.box[0] for l in split[0]], 0.1)
+        right_edge = _quantile([l.box[0] for l in split[1]], 0.1)
+        width = max(1.0, strip[0] - left_edge)
+
+        def column_text(line: TextLine, edge: float) -> bool:
+            return abs(line.box[0] - edge) <= 0.35 * self.h or line.box[2] - line.box[0] >= 0.6 * width
+
+        def bridges(band: list[TextLine]) -> bool:
+            """A wide equation or figure label row set across the gutter: pieces on both sides that
+            reach into the gutter, none of them a column's line (starting at its edge, or long)."""
             if _union_cover(band, strip) >= 0.6:
+                return True
+            lefts = [l for l in band if id(l) in left_ids]
+            rights = [l for l in band if id(l) not in left_ids]
+            into_gutter = any(l.box[2] > strip[0] + 0.35 * self.h for l in lefts) or \
+                any(l.box[0] < right_edge - 0.35 * self.h for l in rights)
+            return bool(lefts and rights) and into_gutter and not any(column_text(l, left_edge) for l in lefts) \
+                and not any(column_text(l, right_edge) for l in rights)
+
+        for band in self.bands(lines):
+            if bridges(band):
                 flush()
                 out.extend(self.cut(band, column, depth + 1))
             else:

@@ -1,4 +1,5 @@
-"""Tables from aligned boxes: runs of rows whose cells line up in three or more columns.
+"""Tables from aligned boxes: runs of rows whose cells line up in three or more columns, mostly filled
+with short cells (prose in columns and a figure's labels align too, but are no table).
 
 Two-column runs (label: value) are forms and stay lines; so do receipts' totals. A row with a single
 cell inside a run (a wrapped description, a spanning header) stays in the table as a row of its own.
@@ -92,7 +93,22 @@ def _build(rows: Sequence[Row], h: float) -> Table | None:
         table_rows.append(texts)
     if sum(1 for u in used if u >= 2) < MIN_COLUMNS:
         return None
+    if not _has_table_evidence(table_rows):
+        return None
     return Table(table_rows)
+
+
+def _has_table_evidence(rows: list[list[str]]) -> bool:
+    """Aligned boxes alone are not a table: prose set in columns aligns too (every line of a
+    three-column page sits at three left edges), and so do a plot's tick labels. A table's cells
+    are mostly filled and mostly short (a label, a number, a few words); running prose fills its
+    "cells" with line after line of several words each."""
+    cells = [c for r in rows for c in r]
+    filled = [c for c in cells if c.strip()]
+    if len(filled) < 0.5 * len(cells):
+        return False  # scattered labels (a figure), not rows of cells
+    wordy = sum(1 for c in filled if len(c.split()) >= 4)
+    return wordy <= 0.5 * len(filled)
 
 
 def _pieces(cell, cuts: list[float]) -> list[tuple[float, str]]:

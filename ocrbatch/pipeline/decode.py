@@ -61,10 +61,11 @@ class PdfCache:
             self._open.clear()
 
 
-def text_layer_page(ref: PageRef, dpi: int, pdfs: PdfCache, mode: str) -> PageResult | None:
+def text_layer_page(ref: PageRef, dpi: int, pdfs: PdfCache, mode: str,
+                    keep_furniture: bool = False) -> PageResult | None:
     """The page's Markdown from its PDF text layer (`--text-layer auto|only`), as a finished result;
     None when the page should be read by the engine instead. With `only`, a page without a usable
-    layer is a failed result rather than None."""
+    layer is a failed result rather than None. Furniture is left out unless `keep_furniture`."""
     from .. import textlayer
 
     if mode == "off":
@@ -74,7 +75,7 @@ def text_layer_page(ref: PageRef, dpi: int, pdfs: PdfCache, mode: str) -> PageRe
     if ref.source.kind is Kind.PDF:
         try:
             text = pdfs.text(ref.source.path, ref.page - 1)
-            page = textlayer.page_markdown(text, dpi)
+            page = textlayer.page_markdown(text, dpi, keep_furniture)
             if page is not None:
                 info = {"path": "text-layer", "lines": page.lines}
                 if page.turn:
@@ -95,10 +96,10 @@ def text_layer_page(ref: PageRef, dpi: int, pdfs: PdfCache, mode: str) -> PageRe
 
 
 def read_page(ref: PageRef, dpi: int, pdfs: PdfCache, text_layer: str,
-              max_pixels: int = DEFAULT_MAX_PIXELS) -> PageImage | PageResult:
+              max_pixels: int = DEFAULT_MAX_PIXELS, keep_furniture: bool = False) -> PageImage | PageResult:
     """The page as an image for the engine, or already finished: read from its PDF text layer, or failed
     (a one-line reason; a decoder's own bug fails this page only)."""
-    done = text_layer_page(ref, dpi, pdfs, text_layer)
+    done = text_layer_page(ref, dpi, pdfs, text_layer, keep_furniture)
     if done is not None:
         return done
     try:
@@ -146,10 +147,10 @@ def rgb_copy(image):
 
 
 def read(ref: PageRef, dpi: int, pdfs: PdfCache, text_layer: str, front: Front,
-         max_pixels: int = DEFAULT_MAX_PIXELS) -> PageImage | PageResult:
+         max_pixels: int = DEFAULT_MAX_PIXELS, keep_furniture: bool = False) -> PageImage | PageResult:
     """The page decoded and prepared by the engine's front (on this thread), or already finished: read from
     its text layer, or failed. EngineLoadError from `prepare` is raised (the engine cannot work at all)."""
-    page = read_page(ref, dpi, pdfs, text_layer, max_pixels)
+    page = read_page(ref, dpi, pdfs, text_layer, max_pixels, keep_furniture)
     if isinstance(page, PageResult):
         return page
     return prepare(front, page)

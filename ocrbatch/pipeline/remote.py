@@ -86,6 +86,7 @@ class PageConverter:
         self.loaded = False
         self.controller = ThroughputController(max_batch)  # lowered after an out-of-memory error, for good
         self.dpi, self.text_layer, self.max_pixels = dpi, text_layer, max_pixels
+        self.keep_furniture = options.keep_furniture  # text-layer pages too, as on the driver
         self.pdfs = PdfCache(2)
         self.dir = Path(tempfile.mkdtemp(prefix="ocrbatch-ray-"))
         self.files: OrderedDict[tuple, Path] = OrderedDict()  # the last few input files, on local disk
@@ -106,7 +107,8 @@ class PageConverter:
         images = []
         for ref in refs:
             here = dataclasses.replace(ref, source=dataclasses.replace(ref.source, path=local[ref.source.path]))
-            page = read(here, self.dpi, self.pdfs, self.text_layer, self.engine, self.max_pixels)
+            page = read(here, self.dpi, self.pdfs, self.text_layer, self.engine, self.max_pixels,
+                        self.keep_furniture)
             if isinstance(page, PageResult):  # text layer, or failed; named after the driver's file
                 results.append(dataclasses.replace(page, ref=ref))
             else:

@@ -33,8 +33,10 @@ class _Run:
     def __init__(self, config: RunConfig, service: Service, stdin: IO[str] | None) -> None:
         self.config, self.service, self.stdin, self.out = config, service, stdin, config.output
         self.front, self.lanes, self.devices = service.front, service.lanes, service.devices
-        self.manifest = Manifest(self.out, self.front.identity())
-        self.writer = write.Writer(self.out, self.manifest, self.front.identity())
+        # furniture kept or not changes text-layer pages whatever the engine: resume never mixes the two
+        ident = self.front.identity() + ("+furniture" if config.engine_options.keep_furniture else "")
+        self.manifest = Manifest(self.out, ident)
+        self.writer = write.Writer(self.out, self.manifest, ident)
         self.found = discover.Discovery()
         n_dec = 0 if config.ray else config.workers
         self.stats = Stats(workers={"decode": n_dec, "infer": len(service.device_names)})
@@ -58,7 +60,8 @@ class _Run:
         c = self.config
         try:
             decode.run(self.refs, self.reply.send, self.results, busy=lambda s: self.stats.add_busy("decode", s),
-                       read_one=lambda r: decode.read(r, c.dpi, self.pdfs, c.text_layer, self.front, c.max_pixels))
+                       read_one=lambda r: decode.read(r, c.dpi, self.pdfs, c.text_layer, self.front, c.max_pixels,
+                                                      c.engine_options.keep_furniture))
         finally:
             self.reply.sender_done()
 

@@ -75,7 +75,7 @@ def convert(
                                   help="CPU threads for the engine (rapidocr: default the CPUs available, "
                                        "up to 8; with --ray, the CPUs each worker takes, default 2)."),
     model_size: str = _opt("model_size", "small", "--model-size",
-                           help="rapidocr: small (PP-OCRv6 small models) or tiny (about 4x faster, fewer words "
+                           help="rapidocr: small (PP-OCRv6 small models) or tiny (about 3x faster, fewer words "
                                 "read right; unsure lines read again with small)."),
     keep_furniture: bool = _opt("keep_furniture", False, "--keep-furniture",
                                 help="Keep running heads and feet, page numbers and margin stamps (left out by "

@@ -73,3 +73,15 @@ def register_engine():
 def engine(request, register_engine):
     """The engine named by `request.param` (a class from tests/engines), registered (use with indirect=True)."""
     return register_engine(request.param)
+
+
+@pytest.fixture(scope="session")
+def rapid():
+    """The embedded PP-OCR engine with default options, loaded once for every test that reads pages with it."""
+    from ocrbatch.config import EngineOptions
+    from ocrbatch.engines.rapid import RapidOcrEngine
+
+    e = RapidOcrEngine(EngineOptions())
+    e.load("cpu")
+    yield e
+    e.close()

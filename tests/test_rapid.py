@@ -14,14 +14,6 @@ LEFT = ["The left column starts right here", "and then it runs all the way down"
 RIGHT = ["Then the right column goes on", "with more of the same kind of text", "and so it ends the whole page."]
 
 
-@pytest.fixture(scope="module")
-def engine():
-    e = RapidOcrEngine(EngineOptions())
-    e.load("cpu")
-    yield e
-    e.close()
-
-
 def _font(size: int):
     return ImageFont.load_default(size=size)
 
@@ -55,8 +47,8 @@ def _norm(md: str) -> str:
     return " ".join(md.replace("|", " ").split()).lower()
 
 
-def test_heading_and_two_columns_in_reading_order(engine):
-    out = engine.infer([_page(article())])[0]
+def test_heading_and_two_columns_in_reading_order(rapid):
+    out = rapid.infer([_page(article())])[0]
     md = out.markdown
     assert out.info["path"] == "ocr"
     assert md.splitlines()[0].startswith(("# ", "## ")) and "harvest report" in md.splitlines()[0].lower()
@@ -65,26 +57,26 @@ def test_heading_and_two_columns_in_reading_order(engine):
     assert text.index("the left column") < text.index("bottom line")
 
 
-def test_table_becomes_a_pipe_table(engine):
-    md = engine.infer([_page(table())])[0].markdown
+def test_table_becomes_a_pipe_table(rapid):
+    md = rapid.infer([_page(table())])[0].markdown
     rows = [r for r in md.splitlines() if r.startswith("|")]
     assert len(rows) == 5, md  # header, rule, three rows
     assert rows[1].replace(" ", "") == "|---|---|---|"
     assert [c.strip().lower() for c in rows[2].strip("|").split("|")] == ["apples", "120", "3.50"]
 
 
-def test_batch_of_pages_keeps_each_page_its_own_text(engine):
-    outs = engine.infer([_page(table()), _page(article()), _page(Image.new("RGB", (300, 200), "white"))])
+def test_batch_of_pages_keeps_each_page_its_own_text(rapid):
+    outs = rapid.infer([_page(table()), _page(article()), _page(Image.new("RGB", (300, 200), "white"))])
     assert "apples" in _norm(outs[0].markdown) and "harvest" not in _norm(outs[0].markdown)
     assert "harvest" in _norm(outs[1].markdown) and "apples" not in _norm(outs[1].markdown)
     assert outs[2].markdown == ""
 
 
 @pytest.mark.parametrize("turned, rotated", [(180, 180), (90, 90), (270, 270)])
-def test_page_scanned_upside_down_or_sideways_reads_as_upright(engine, turned, rotated):
-    upright = engine.infer([_page(article())])[0]
+def test_page_scanned_upside_down_or_sideways_reads_as_upright(rapid, turned, rotated):
+    upright = rapid.infer([_page(article())])[0]
     assert "rotated" not in upright.info  # an upright page is read as it comes
-    out = engine.infer([_page(article().rotate(turned, expand=True))])[0]  # PIL turns anticlockwise
+    out = rapid.infer([_page(article().rotate(turned, expand=True))])[0]  # PIL turns anticlockwise
     assert out.info.get("rotated") == rotated  # degrees clockwise the engine turned it back
     assert out.markdown == upright.markdown
 
@@ -112,16 +104,16 @@ def test_stray_cjk_output_is_dropped_on_a_latin_page():
     assert clean_texts(chinese) == chinese
 
 
-def test_a_page_that_fails_detection_fails_alone(engine, monkeypatch):
-    real = engine._detect
+def test_a_page_that_fails_detection_fails_alone(rapid, monkeypatch):
+    real = rapid._detect
 
     def flaky(page):
         if page.image.shape[1] == 333:
             raise RuntimeError("detector broke on this page")
         real(page)
 
-    monkeypatch.setattr(engine, "_detect", flaky)
-    outs = engine.infer([_page(table()), _page(Image.new("RGB", (333, 200), "white"))])
+    monkeypatch.setattr(rapid, "_detect", flaky)
+    outs = rapid.infer([_page(table()), _page(Image.new("RGB", (333, 200), "white"))])
     assert "apples" in _norm(outs[0].markdown)
     assert isinstance(outs[1], RuntimeError)
 

@@ -19,20 +19,12 @@ WORDS = ("river garden window silver market winter harbor candle meadow pocket o
          "stomach sugar table ticket tongue turkey valley wagon walnut").split()
 
 
-@pytest.fixture(scope="module")
-def engine():
-    e = RapidOcrEngine(EngineOptions())
-    e.load("cpu")
-    yield e
-    e.close()
-
-
 def _font(size: int):
     return ImageFont.load_default(size=size)
 
 
-def _read(engine, im: Image.Image) -> str:
-    out = engine.infer([PageImage(ref=None, image=im)])[0]  # type: ignore[arg-type]
+def _read(rapid, im: Image.Image) -> str:
+    out = rapid.infer([PageImage(ref=None, image=im)])[0]  # type: ignore[arg-type]
     assert not isinstance(out, Exception), out
     return out.markdown
 
@@ -54,14 +46,14 @@ def _positions(text: str, markers: list[str]) -> list[int]:
     return pos
 
 
-def test_three_columns_of_prose_read_column_by_column_with_no_table(engine):
+def test_three_columns_of_prose_read_column_by_column_with_no_table(rapid):
     # Narrow gutters (24 px at 150 dpi) like a newsletter's: the detector tends to run lines across them.
     im = Image.new("RGB", (1240, 900), "white")
     d = ImageDraw.Draw(im)
     for c, x in enumerate((80, 464, 848)):
         for i, text in enumerate(_prose(12 * c, 12)):
             d.text((x, 120 + 40 * i), text, font=_font(26), fill="black")
-    md = _read(engine, im)
+    md = _read(rapid, im)
     assert "|" not in md, md
     text = _flat(md)
     pos = _positions(text, WORDS[:36])
@@ -70,7 +62,7 @@ def test_three_columns_of_prose_read_column_by_column_with_no_table(engine):
     assert found == sorted(found), md  # ...and column after column, top to bottom in each
 
 
-def test_reference_card_comes_out_section_by_section(engine):
+def test_reference_card_comes_out_section_by_section(rapid):
     # Three columns of "command  description" pairs under section headings, landscape.
     sections = [("Files", ["open", "save", "close"]), ("Editing", ["copy", "paste", "undo"]),
                 ("Search", ["find", "replace", "next"]), ("Windows", ["split", "zoom", "tile"]),
@@ -83,7 +75,7 @@ def test_reference_card_comes_out_section_by_section(engine):
         for i, cmd in enumerate(commands):
             d.text((x, y + 70 + 44 * i), f"\\{cmd}", font=_font(26), fill="black")
             d.text((x + 190, y + 70 + 44 * i), f"does {cmd} now", font=_font(26), fill="black")
-    md = _read(engine, im)
+    md = _read(rapid, im)
     assert "|---" not in md, md  # not one table across the card
     text = _flat(md)
     order = []
@@ -95,7 +87,7 @@ def test_reference_card_comes_out_section_by_section(engine):
     assert found == sorted(found), md  # each heading, then its own entries, section after section
 
 
-def test_a_plot_in_one_column_leaves_the_other_column_whole(engine):
+def test_a_plot_in_one_column_leaves_the_other_column_whole(rapid):
     im = Image.new("RGB", (1240, 1100), "white")
     d = ImageDraw.Draw(im)
     left = _prose(0, 18)
@@ -112,7 +104,7 @@ def test_a_plot_in_one_column_leaves_the_other_column_whole(engine):
     d.text((660, 600), "Figure 1: Growth over time", font=_font(26), fill="black")
     for i, text in enumerate(_prose(30, 8)):
         d.text((660, 680 + 44 * i), text, font=_font(26), fill="black")
-    md = _read(engine, im)
+    md = _read(rapid, im)
     text = _flat(md)
     pos = _positions(text, WORDS[:18])
     found = [p for p in pos if p >= 0]
@@ -137,9 +129,9 @@ def _article_with_furniture() -> Image.Image:
     return im
 
 
-def test_page_furniture_is_left_out_by_default_and_kept_on_request(engine):
+def test_page_furniture_is_left_out_by_default_and_kept_on_request(rapid):
     page = _article_with_furniture()
-    md = _flat(_read(engine, page))
+    md = _flat(_read(rapid, page))
     assert md.startswith(WORDS[0]) and WORDS[19] in md
     assert "journal" not in md and "17" not in md.split() and "downloaded" not in md
     keep = RapidOcrEngine(EngineOptions(keep_furniture=True))
@@ -153,7 +145,7 @@ def test_page_furniture_is_left_out_by_default_and_kept_on_request(engine):
     # (test_rapid.py, test_layout_textlayer.py)
 
 
-def test_a_broadsheet_of_small_type_is_read_at_a_readable_scale(engine):
+def test_a_broadsheet_of_small_type_is_read_at_a_readable_scale(rapid):
     # 3300 x 4800 px (an A2 sheet at 150 dpi) set in 8-point type: shrunk to 1280 px for the
     # detector, its lines would be 4 px tall.
     im = Image.new("RGB", (3300, 4800), "white")
@@ -161,6 +153,6 @@ def test_a_broadsheet_of_small_type_is_read_at_a_readable_scale(engine):
     for c in range(4):
         for r in range(12):
             d.text((150 + 800 * c, 300 + 350 * r), f"the {WORDS[12 * c + r]} road", font=_font(20), fill="black")
-    text = _flat(_read(engine, im))
+    text = _flat(_read(rapid, im))
     found = [w for w in WORDS[:48] if re.search(rf"\b{w}\b", text)]
     assert len(found) >= 0.8 * 48, text

@@ -85,3 +85,18 @@ def rapid():
     e.load("cpu")
     yield e
     e.close()
+
+
+def raw_pdf(objects: list[bytes], trailer: bytes = b"") -> bytes:
+    """A PDF file of these object bodies (numbered from 1; object 1 the catalog) with a correct xref table;
+    `trailer` adds entries to the trailer dictionary (e.g. /Encrypt)."""
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for n, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % n + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R %s>>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, trailer, xref)
+    return bytes(out)

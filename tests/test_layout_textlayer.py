@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import raw_pdf
 from ocrbatch import textlayer
 from ocrbatch.config import RunConfig
 from ocrbatch.pdfium import PdfHandle
@@ -50,17 +51,8 @@ def write_pdf(path: Path, pages: list[list[tuple[str, float, float, float]]], *,
     objects = [b"<< /Type /Catalog /Pages 2 0 R >>",
                f"<< /Type /Pages /Kids [{' '.join(f'{k} 0 R' for k in kids)}] /Count {len(kids)} >>".encode()] \
         + objects
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for n, body in enumerate(objects, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % n + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(bytes(out))
+    path.write_bytes(raw_pdf(objects))
     return path
 
 

@@ -23,7 +23,7 @@ pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from conftest import draw_page, run_cli, save_pdf  # noqa: E402
+from conftest import draw_page, raw_pdf, run_cli, save_pdf  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "s3cret"
@@ -54,17 +54,7 @@ def encrypted_pdf() -> bytes:
     objs = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
             b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 200] >>",
             b"<< /Filter /Standard /V 1 /R 2 /O <" + b"11" * 32 + b"> /U <" + b"22" * 32 + b"> /P -4 >>"]
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for i, body in enumerate(objs, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % i + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objs) + 1)
-    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
-    out += (b"trailer\n<< /Size %d /Root 1 0 R /Encrypt 4 0 R /ID [<%s><%s>] >>\nstartxref\n%d\n%%%%EOF\n"
-            % (len(objs) + 1, b"ab" * 16, b"ab" * 16, xref))
-    return bytes(out)
+    return raw_pdf(objs, b"/Encrypt 4 0 R /ID [<%s><%s>] " % (b"ab" * 16, b"ab" * 16))
 
 
 class Server:

@@ -228,3 +228,38 @@ def test_paragraph_set_with_generous_leading_is_still_one_paragraph():
     lines += [line(t, 100, 200 + pitch * 3 + 30 + pitch * n, w=1000 if n < 1 else 300) for n, t in enumerate(second)]
     md = lines_to_markdown(lines, 1240, 1750)
     assert md.strip().split("\n\n") == [" ".join(first), " ".join(second)]
+
+
+def _page_of_two_columns(tag: str, x: float, y: float, lines: int = 8) -> list[TextLine]:
+    """A small page at (x, y): two columns of prose whose lines start 'TAG-L1'..., 'TAG-R1'...."""
+    left = [f"{tag}l{i} words of running prose in the left column go on" for i in range(lines)]
+    right = [f"{tag}r{i} words of running prose in the right column go on" for i in range(lines)]
+    return column(left, x, y, 300) + column(right, x + 330, y, 300)
+
+
+def test_pages_set_together_on_one_sheet_are_read_page_by_page():
+    # Four pages of two columns each, 2x2 on one sheet, wide white bands between them: each page is
+    # read whole (left column, then right), top-left, top-right, bottom-left, bottom-right. Reading
+    # the sheet's left half first would put the bottom-left page before the top-right one.
+    tags = ["pa", "pb", "pc", "pd"]
+    lines = []
+    for k, tag in enumerate(tags):
+        lines += _page_of_two_columns(tag, 80 + 800 * (k % 2), 100 + 500 * (k // 2))
+    md = lines_to_markdown(lines, 1700, 1100)
+    assert "|" not in md, md
+    markers = [f"{tag}{side}{i}" for tag in tags for side in "lr" for i in range(8)]
+    pos = [md.index(m) for m in markers]
+    assert pos == sorted(pos), md
+
+
+def test_padded_boxes_that_nearly_touch_across_a_narrow_gutter_still_make_columns():
+    # A newsletter's gutters are narrow (about half a line's height) and the detector pads each box
+    # on every side, so the boxes of neighbouring columns come within a few pixels of each other.
+    cols = []
+    for c, x in enumerate((100, 440, 780)):
+        texts = [f"c{c}n{i} a line of newsletter prose set in three columns" for i in range(10)]
+        cols += column(texts, x, 200, 335)  # 5 px between one column's boxes and the next one's
+    md = lines_to_markdown(cols, 1240, 1750)
+    assert "|" not in md, md
+    pos = [md.index(f"c{c}n{i} ") for c in range(3) for i in range(10)]
+    assert pos == sorted(pos), md

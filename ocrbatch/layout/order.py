@@ -22,6 +22,9 @@ from ..records import TextLine
 from .geometry import body_height, core
 
 Column = tuple[int, ...]
+BLANK_BAND = 3.0  # a white band across a node this many body heights tall separates what is above and below
+BLOCK_GUTTER = 3.0  # a clean vertical white band this many body heights wide parts two blocks of prose
+PAD = 0.12  # horizontal padding of a detector box, as a fraction of its height
 FURNITURE = {("head",), ("foot",)}  # the columns of running heads and feet
 # a page number at either end of a line ("7", "Page 7", "2 / 86"), a year, a copyright or download stamp
 _FOLIO = re.compile(r"^\W*(?:page\s+)?\d{1,4}(?:\s*/\s*\d{1,4})?\b|\b\d{1,4}(?:\s*/\s*\d{1,4})?\W*$"
@@ -54,8 +57,7 @@ class _Cutter:
         self.h = body_height(lines)
         x0 = min(l.box[0] for l in lines)
         x1 = max(l.box[2] for l in lines)
-        self.text_width = max(1.0, x1 - x0)
-        self.min_vgap = 0.5 * self.h
+        self.min_vgap = 0.4 * self.h
 
     # -- gutters ------------------------------------------------------------------------
     def _is_entry_list(self, side: list[TextLine], gutter: float) -> bool:
@@ -77,11 +79,13 @@ class _Cutter:
                  for r in rows if len(r) == 2]
         return starts >= 0.8 * len(rows) and len(inner) >= 2 and max(inner) < 0.8 * gutter
 
-    def _is_text_column(self, side: list[TextLine]) -> bool:
+    def _is_text_column(self, side: list[TextLine], node_width: float) -> bool:
+        """A column of text: at least a fifth of the block being cut (`node_width` wide: the page, or
+        one page of a sheet) and mostly full lines, or ragged lines starting at one left edge."""
         if len(side) < 2:
             return False
         width = max(l.box[2] for l in side) - min(l.box[0] for l in side)
-        if width < max(0.2 * self.text_width, 8 * self.h):
+        if width < max(0.2 * node_width, 8 * self.h):
             return False
         widths = sorted(l.box[2] - l.box[0] for l in side)
         if widths[(3 * len(widths)) // 4] >= 0.6 * width:
@@ -92,21 +96,31 @@ class _Cutter:
         aligned = sum(1 for l in side if l.box[0] - left <= 2.5 * self.h)
         return len(side) >= 4 and widths[(3 * len(widths)) // 4] >= 0.35 * width and aligned >= 0.7 * len(side)
 
-    def _is_columns(self, side: list[TextLine], depth: int, gutter: float) -> bool:
+    def _is_prose_block(self, side: list[TextLine]) -> bool:
+        """A block of running text, however it is set inside (a page of a sheet, a story in its own
+        columns): many lines, most of them several words long and wide."""
+        if len(side) < 8:
+            return False
+        prose = sum(1 for l in side if len(l.text.split()) >= 3 and l.box[2] - l.box[0] >= 6 * self.h)
+        return prose >= 0.5 * len(side)
+
+    def _is_columns(self, side: list[TextLine], depth: int, gutter: float, node_width: float) -> bool:
         """A side of a gutter `gutter` wide is text set in columns: one text column or list of
         entries, or several side by side (the right side of the first gutter of a three-column
         page holds two columns)."""
-        if self._is_text_column(side) or self._is_entry_list(side, gutter):
+        if self._is_text_column(side, node_width) or self._is_entry_list(side, gutter):
             return True
-        return depth < 4 and len(side) >= 4 and self.gutter(side, depth + 1) is not None
+        return depth < 4 and len(side) >= 4 and self.gutter(side, depth + 1, node_width) is not None
 
-    def gutter(self, lines: list[TextLine], depth: int = 0):
+    def gutter(self, lines: list[TextLine], depth: int = 0, node_width: float | None = None):
         """The best split of `lines` at a gutter: (left, right, strip), or None.
 
         `strip` runs from the left column's right edge to the right column's left edge; a line
         covering most of it crosses the gutter.
         """
         best, best_key = None, None
+        if node_width is None:
+            node_width = _width(lines)
         n = len(lines)
         runs = {r for limit in sorted({0, 1, 2, 3, n // 10, n // 5, (35 * n) // 100})
                 for r in _sparse_runs(lines, limit, self.min_vgap)}
@@ -129,7 +143,10 @@ class _Cutter:
             right = [l for l in right if _covers(l, strip) < 0.6]
             if len(crossing) > 0.5 * (len(left) + len(right)):
                 continue
-            if not (self._is_columns(left, depth, b - a) and self._is_columns(right, depth, b - a)):
+            if not (self._is_columns(left, depth, b - a, node_width) and
+                    self._is_columns(right, depth, b - a, node_width)) \
+                    and not (not crossing and b - a >= BLOCK_GUTTER * self.h
+                             and self._is_prose_block(left) and self._is_prose_block(right)):
                 continue
             key = (min(len(left), len(right)), b - a)
             if best_key is None or key > best_key:
@@ -176,6 +193,22 @@ class _Cutter:
                 reach = max(reach, core(line)[1])
         return None
 
+    def _blank_bands(self, lines: list[TextLine]) -> list[list[TextLine]]:
+        """`lines` cut at horizontal white bands across their whole width, taller than any space
+        between paragraphs or around a heading: what lies above and below is read apart, top to
+        bottom, before any column is looked for (stories of a newspaper, pages set together on one
+        sheet). Columns that flow on past such a band in both columns at once are rare."""
+        out: list[list[TextLine]] = []
+        reach = None
+        for band in self.bands(lines):
+            top = min(core(l)[0] for l in band)
+            if reach is None or top - reach >= BLANK_BAND * self.h:
+                out.append(list(band))
+            else:
+                out[-1] += band
+            reach = max(core(l)[1] for l in band) if reach is None else max(reach, max(core(l)[1] for l in band))
+        return out
+
     def _spanned(self, lines: list[TextLine]) -> list[list[TextLine]]:
         """`lines` cut into horizontal sections at the bands holding a line that spans most of
         their width (a title or banner across the columns): the columns above and below such a line
@@ -202,7 +235,9 @@ class _Cutter:
     def cut(self, lines: list[TextLine], column: Column, depth: int = 0) -> list[Region]:
         if len(lines) <= 1 or depth > 30:
             return [Region(lines, column)]
-        sections = self._spanned(lines)
+        sections = self._blank_bands(lines)
+        if len(sections) == 1:
+            sections = self._spanned(lines)
         if len(sections) > 1:
             out: list[Region] = []
             for section in sections:
@@ -235,8 +270,9 @@ class _Cutter:
             if run:
                 left = [l for l in run if id(l) in left_ids]
                 right = [l for l in run if id(l) not in left_ids]
-                if len(run) == len(lines) or (self._is_columns(left, 0, strip[1] - strip[0]) and
-                                              self._is_columns(right, 0, strip[1] - strip[0])):
+                node_width = _width(lines)
+                if len(run) == len(lines) or (self._is_columns(left, 0, strip[1] - strip[0], node_width) and
+                                              self._is_columns(right, 0, strip[1] - strip[0], node_width)):
                     out.extend(self.cut(left, column + (0,), depth + 1) if left else [])
                     out.extend(self.cut(right, column + (1,), depth + 1) if right else [])
                 else:  # this stretch is no two-column text (a table, a form): cut it on its own
@@ -270,6 +306,10 @@ class _Cutter:
                 run.extend(band)
         flush()
         return out
+
+
+def _width(lines: list[TextLine]) -> float:
+    return max(1.0, max(l.box[2] for l in lines) - min(l.box[0] for l in lines))
 
 
 def _quantile(values: list[float], q: float) -> float:
@@ -316,15 +356,26 @@ def reading_order(lines: Sequence[TextLine], page_height: float) -> list[Region]
     lines = [l for l in lines if l.text.strip()]
     if not lines:
         return []
-    cutter = _Cutter(lines)
-    bands = cutter.bands(list(lines))
+    # The detector pads each box on all sides; across a narrow gutter the padded boxes of two columns
+    # touch. Columns are looked for between the boxes' ink, trimmed of that padding.
+    trimmed = [_trimmed(l) for l in lines]
+    ink = {id(t): l for t, l in zip(trimmed, lines)}
+    cutter = _Cutter(trimmed)
+    bands = cutter.bands(list(trimmed))
     head, tail = _margin_bands(bands, cutter.h, page_height)
     body = [l for band in bands[len(head): len(bands) - len(tail)] for l in band]
     regions = [Region(b, ("head",)) for b in head]
     if body:
         regions += cutter.cut(body, ())
     regions += [Region(b, ("foot",)) for b in tail]
-    return regions
+    return [Region([ink[id(l)] for l in r.lines], r.column) for r in regions]
+
+
+def _trimmed(line: TextLine) -> TextLine:
+    """`line` with its box narrowed by the detector's padding (about a quarter of its height a side)."""
+    x0, y0, x1, y1 = line.box
+    pad = min(PAD * (y1 - y0), 0.25 * (x1 - x0))
+    return TextLine(line.text, (x0 + pad, y0, x1 - pad, y1), line.score)
 
 
 def _margin_bands(bands: list[list[TextLine]], h: float, page_height: float):

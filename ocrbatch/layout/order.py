@@ -101,7 +101,7 @@ class _Cutter:
         columns): many lines, most of them several words long and wide."""
         if len(side) < 8:
             return False
-        prose = sum(1 for l in side if len(l.text.split()) >= 3 and l.box[2] - l.box[0] >= 6 * self.h)
+        prose = sum(1 for l in side if len(l.text.split()) >= 4 and l.box[2] - l.box[0] >= 6 * self.h)
         return prose >= 0.5 * len(side)
 
     def _is_columns(self, side: list[TextLine], depth: int, gutter: float, node_width: float) -> bool:
@@ -209,6 +209,21 @@ class _Cutter:
             reach = max(core(l)[1] for l in band) if reach is None else max(reach, max(core(l)[1] for l in band))
         return out
 
+    def _blocks_in_rows(self, lines: list[TextLine], sections: list[list[TextLine]]) -> bool:
+        """Are the `sections` (cut at white bands across the node) rows of blocks, each set in columns
+        of its own (pages on a sheet, stories of a newspaper), rather than the sections of columns
+        that run on below the band (a reference card's columns of short sections)?"""
+        split = self.gutter(lines)
+        if split is None:
+            return True
+        for side in split[:2]:
+            ids = {id(l) for l in side}
+            for section in sections:
+                part = [l for l in section if id(l) in ids]
+                if self._is_prose_block(part) and self.gutter(part) is not None:
+                    return True
+        return False
+
     def _spanned(self, lines: list[TextLine]) -> list[list[TextLine]]:
         """`lines` cut into horizontal sections at the bands holding a line that spans most of
         their width (a title or banner across the columns): the columns above and below such a line
@@ -236,6 +251,8 @@ class _Cutter:
         if len(lines) <= 1 or depth > 30:
             return [Region(lines, column)]
         sections = self._blank_bands(lines)
+        if len(sections) > 1 and not self._blocks_in_rows(lines, sections):
+            sections = [lines]
         if len(sections) == 1:
             sections = self._spanned(lines)
         if len(sections) > 1:
@@ -356,6 +373,7 @@ def reading_order(lines: Sequence[TextLine], page_height: float) -> list[Region]
     lines = [l for l in lines if l.text.strip()]
     if not lines:
         return []
+    lines = split_merged(lines, body_height(lines))
     # The detector pads each box on all sides; across a narrow gutter the padded boxes of two columns
     # touch. Columns are looked for between the boxes' ink, trimmed of that padding.
     trimmed = [_trimmed(l) for l in lines]
@@ -369,6 +387,47 @@ def reading_order(lines: Sequence[TextLine], page_height: float) -> list[Region]
         regions += cutter.cut(body, ())
     regions += [Region(b, ("foot",)) for b in tail]
     return [Region([ink[id(l)] for l in r.lines], r.column) for r in regions]
+
+
+def split_merged(lines: list[TextLine], h: float) -> list[TextLine]:
+    """Lines the detector ran across a narrow gutter, cut back into their two columns' lines.
+
+    Such a box starts where the left column's lines start and ends where the right column's lines
+    end, and the lines just above and below it stop short of a narrow strip and start again after it,
+    at the same places. A title or a wide equation across the gutter is centred, or has no
+    column lines around it at both sides, and stays whole."""
+    out: list[TextLine] = []
+    for line in lines:
+        out += _split_one(line, lines, h)
+    return out
+
+
+def _split_one(line: TextLine, lines: list[TextLine], h: float) -> list[TextLine]:
+    x0, y0, x1, y1 = line.box
+    words = line.text.split()
+    if x1 - x0 < 10 * h or len(words) < 6:
+        return [line]
+    cy = (y0 + y1) / 2
+    near = [l for l in lines if l is not line and abs((l.box[1] + l.box[3]) / 2 - cy) <= 6 * h
+            and l.box[0] >= x0 - h and l.box[2] <= x1 + h and l.box[2] - l.box[0] < 0.8 * (x1 - x0)]
+    left = [l for l in near if abs(l.box[0] - x0) <= h and l.box[2] <= x1 - 6 * h]
+    right = [l for l in near if l.box[0] >= x0 + 6 * h and abs(l.box[2] - x1) <= 2 * h]
+    if len(left) < 3 or len(right) < 3:
+        return [line]
+    a = _quantile([l.box[2] for l in left], 0.9)
+    b = _quantile([l.box[0] for l in right], 0.1)
+    # padded boxes of the two columns may overlap a little across a narrow gutter
+    if not -h <= b - a <= 3 * h or any(l.box[0] < min(a, b) - 2 * h and l.box[2] > max(a, b) + 2 * h
+                                       for l in near):
+        return [line]
+    # the text is cut at the word boundary nearest the gutter, placing characters evenly in the box
+    at = len(line.text) * ((a + b) / 2 - x0) / (x1 - x0)
+    spaces = [i for i, ch in enumerate(line.text) if ch == " "]
+    cut = min(spaces, key=lambda i: abs(i - at))
+    head, tail = line.text[:cut].strip(), line.text[cut:].strip()
+    if len(head.split()) < 3 or len(tail.split()) < 3:
+        return [line]
+    return [TextLine(head, (x0, y0, a, y1), line.score), TextLine(tail, (b, y0, x1, y1), line.score)]
 
 
 def _trimmed(line: TextLine) -> TextLine:

@@ -24,7 +24,7 @@ from .geometry import body_height, core
 Column = tuple[int, ...]
 BLANK_BAND = 3.0  # a white band across a node this many body heights tall separates what is above and below
 BLOCK_GUTTER = 3.0  # a clean vertical white band this many body heights wide parts two blocks of prose
-PAD = 0.12  # horizontal padding of a detector box, as a fraction of its height
+PAD = 0.06  # horizontal padding of a detector box, as a fraction of its height
 FURNITURE = {("head",), ("foot",)}  # the columns of running heads and feet
 # a page number at either end of a line ("7", "Page 7", "2 / 86"), a year, a copyright or download stamp
 _FOLIO = re.compile(r"^\W*(?:page\s+)?\d{1,4}(?:\s*/\s*\d{1,4})?\b|\b\d{1,4}(?:\s*/\s*\d{1,4})?\W*$"
@@ -122,25 +122,28 @@ class _Cutter:
         if node_width is None:
             node_width = _width(lines)
         n = len(lines)
+        # The detector pads each box on every side; across a narrow gutter the padded boxes of two
+        # columns touch. Gutters are looked for between the boxes' ink, trimmed of that padding.
+        ink = {id(l): _ink(l) for l in lines}
         runs = {r for limit in sorted({0, 1, 2, 3, n // 10, n // 5, (35 * n) // 100})
-                for r in _sparse_runs(lines, limit, self.min_vgap)}
+                for r in _sparse_runs(list(ink.values()), limit, self.min_vgap)}
         for r0, r1 in sorted(runs):
             mid = (r0 + r1) / 2
             left = [l for l in lines if (l.box[0] + l.box[2]) / 2 < mid]
             right = [l for l in lines if (l.box[0] + l.box[2]) / 2 >= mid]
             if len(left) < 2 or len(right) < 2:
                 continue
-            inner_left = [l.box[2] for l in left if l.box[2] <= r1]
-            inner_right = [l.box[0] for l in right if l.box[0] >= r0]
+            inner_left = [ink[id(l)].box[2] for l in left if ink[id(l)].box[2] <= r1]
+            inner_right = [ink[id(l)].box[0] for l in right if ink[id(l)].box[0] >= r0]
             if not inner_left or not inner_right:
                 continue
             a, b = _quantile(inner_left, 0.9), _quantile(inner_right, 0.1)
             if b - a < 0.5 * self.min_vgap:
                 continue
             strip = (a, b)
-            crossing = [l for l in lines if _covers(l, strip) >= 0.6]
-            left = [l for l in left if _covers(l, strip) < 0.6]
-            right = [l for l in right if _covers(l, strip) < 0.6]
+            crossing = [l for l in lines if _covers(ink[id(l)], strip) >= 0.6]
+            left = [l for l in left if _covers(ink[id(l)], strip) < 0.6]
+            right = [l for l in right if _covers(ink[id(l)], strip) < 0.6]
             if len(crossing) > 0.5 * (len(left) + len(right)):
                 continue
             if not (self._is_columns(left, depth, b - a, node_width) and
@@ -306,7 +309,9 @@ class _Cutter:
         def bridges(band: list[TextLine]) -> bool:
             """A wide equation or figure label row set across the gutter: pieces on both sides that
             reach into the gutter, none of them a column's line (starting at its edge, or long)."""
-            if _union_cover(band, strip) >= 0.6:
+            # a right column's line starting at its edge may reach into a narrow gutter by its padding
+            if _union_cover([l for l in band if id(l) in left_ids or abs(l.box[0] - right_edge) > 0.5 * self.h],
+                            strip) >= 0.6:
                 return True
             lefts = [l for l in band if id(l) in left_ids]
             rights = [l for l in band if id(l) not in left_ids]
@@ -323,6 +328,13 @@ class _Cutter:
                 run.extend(band)
         flush()
         return out
+
+
+def _ink(line: TextLine) -> TextLine:
+    """`line` with its box narrowed by the detector's padding (a fraction of its height a side)."""
+    x0, y0, x1, y1 = line.box
+    pad = min(PAD * (y1 - y0), 0.25 * (x1 - x0))
+    return TextLine(line.text, (x0 + pad, y0, x1 - pad, y1), line.score)
 
 
 def _width(lines: list[TextLine]) -> float:
@@ -374,19 +386,15 @@ def reading_order(lines: Sequence[TextLine], page_height: float) -> list[Region]
     if not lines:
         return []
     lines = split_merged(lines, body_height(lines))
-    # The detector pads each box on all sides; across a narrow gutter the padded boxes of two columns
-    # touch. Columns are looked for between the boxes' ink, trimmed of that padding.
-    trimmed = [_trimmed(l) for l in lines]
-    ink = {id(t): l for t, l in zip(trimmed, lines)}
-    cutter = _Cutter(trimmed)
-    bands = cutter.bands(list(trimmed))
+    cutter = _Cutter(lines)
+    bands = cutter.bands(list(lines))
     head, tail = _margin_bands(bands, cutter.h, page_height)
     body = [l for band in bands[len(head): len(bands) - len(tail)] for l in band]
     regions = [Region(b, ("head",)) for b in head]
     if body:
         regions += cutter.cut(body, ())
     regions += [Region(b, ("foot",)) for b in tail]
-    return [Region([ink[id(l)] for l in r.lines], r.column) for r in regions]
+    return regions
 
 
 def split_merged(lines: list[TextLine], h: float) -> list[TextLine]:
@@ -428,13 +436,6 @@ def _split_one(line: TextLine, lines: list[TextLine], h: float) -> list[TextLine
     if len(head.split()) < 3 or len(tail.split()) < 3:
         return [line]
     return [TextLine(head, (x0, y0, a, y1), line.score), TextLine(tail, (b, y0, x1, y1), line.score)]
-
-
-def _trimmed(line: TextLine) -> TextLine:
-    """`line` with its box narrowed by the detector's padding (about a quarter of its height a side)."""
-    x0, y0, x1, y1 = line.box
-    pad = min(PAD * (y1 - y0), 0.25 * (x1 - x0))
-    return TextLine(line.text, (x0 + pad, y0, x1 - pad, y1), line.score)
 
 
 def _margin_bands(bands: list[list[TextLine]], h: float, page_height: float):

@@ -266,3 +266,16 @@ def test_padded_boxes_reaching_into_a_narrow_gutter_do_not_bridge_the_columns():
     assert "|" not in md, md
     pos = [md.index(f"c{c}n{i} ") for c in range(3) for i in range(10)]
     assert pos == sorted(pos), md
+
+
+def test_narrow_columns_of_small_type_are_read_column_by_column():
+    # A newspaper page set in four narrow columns of small type: a column is only 7.5 times as wide
+    # as its (padded, overlapping) line boxes are tall, yet it is a column of prose, not a table.
+    cols = []
+    for c in range(4):
+        for i in range(14):
+            cols.append(line(f"k{c}w{i} runs on in type", 80 + 275 * c, 200 + 25 * i, w=255, h=34))
+    md = lines_to_markdown(cols, 1240, 1750)
+    assert "|" not in md, md
+    pos = [md.index(f"k{c}w{i} ") for c in range(4) for i in range(14)]
+    assert pos == sorted(pos), md

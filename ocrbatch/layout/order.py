@@ -85,7 +85,7 @@ class _Cutter:
         if len(side) < 2:
             return False
         width = max(l.box[2] for l in side) - min(l.box[0] for l in side)
-        if width < max(0.2 * node_width, 8 * self.h):
+        if width < max(0.2 * node_width, 7 * self.h):
             return False
         widths = sorted(l.box[2] - l.box[0] for l in side)
         if widths[(3 * len(widths)) // 4] >= 0.6 * width:

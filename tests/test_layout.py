@@ -279,3 +279,28 @@ def test_narrow_columns_of_small_type_are_read_column_by_column():
     assert "|" not in md, md
     pos = [md.index(f"k{c}w{i} ") for c in range(4) for i in range(14)]
     assert pos == sorted(pos), md
+
+
+def test_sections_of_two_columns_under_titles_in_one_column_with_a_decorated_rule():
+    # Balanced two-column sections, each title set in the left column only, and a rule of small
+    # circles down the gutter (read as "o" and "0"): each section is read left then right, the
+    # circles are no text, and a column's last line sitting a few pixels lower than its
+    # neighbour's does not hide the break.
+    lines = []
+    y = 150
+    for k in range(2):
+        if k:
+            lines.append(line(f"Title {k}", 130, y, h=26))
+            y += 50
+        for i in range(6):
+            lines.append(line(f"s{k}l{i} runs along the left column of the section", 100, y + i * 25, w=470))
+            lines.append(line(f"s{k}r{i} runs along the right column of the section", 610, y + i * 25 - 2, w=470))
+        for i in range(3):
+            lines.append(line("o" if i % 2 else "0", 582, y + 20 + 50 * i, w=16, h=18))
+        y += 6 * 25 + 20
+    md = lines_to_markdown(lines, 1240, 1750)
+    markers = [f"s{k}{side}{i}" for k in range(2) for side in "lr" for i in range(6)]
+    pos = [md.index(m) for m in markers]
+    assert pos == sorted(pos), md
+    assert md.index("s0r5") < md.index("Title 1") < md.index("s1l0"), md
+    assert not any(w in ("o", "0") for w in md.split()), md

@@ -182,13 +182,18 @@ class _Cutter:
             for line in ordered[1:]:
                 top = core(line)[0]
                 if top - reach >= 2 * self.h:
-                    facing = [l for l in b if core(l)[1] > reach and core(l)[0] < top]
+                    # lines of the other column within the blank stretch (not level with its ends)
+                    facing = [l for l in b if core(l)[1] > reach + 0.3 * self.h and core(l)[0] < top - 0.3 * self.h]
                     width = max(l.box[2] for l in b) - min(l.box[0] for l in b)
                     ends = [core(l)[1] for l in b if core(l)[1] <= reach + 0.6 * self.h and l not in facing]
                     starts = [core(l)[0] for l in b if core(l)[0] >= top - 0.6 * self.h and l not in facing]
                     # balanced: the other column ends and starts again where this one does
                     inside = len(facing) == 1 and core(facing[0])[0] > reach + 0.3 * self.h \
                         and core(facing[0])[1] < top - 0.3 * self.h  # not level with this column's lines
+                    if inside:  # the title stands apart in its column too, not one line of a listing
+                        c0, c1 = core(facing[0])
+                        inside = not any(c0 - self.h < core(l)[1] <= c0 or c1 <= core(l)[0] < c1 + self.h
+                                         for l in b if l is not facing[0])
                     if inside and facing[0].box[2] - facing[0].box[0] < 0.6 * width \
                             and ends and starts and abs(max(ends) - reach) <= 0.6 * self.h \
                             and abs(min(starts) - top) <= 0.6 * self.h:
@@ -265,6 +270,7 @@ class _Cutter:
             return out
         split = self.gutter(lines)
         if split is not None:
+            lines, split = _without_ornaments(lines, split, self.h)
             y = self._section_break(split[0], split[1])
             if y is not None:
                 above = [l for l in lines if sum(core(l)) / 2 < y]
@@ -328,6 +334,19 @@ class _Cutter:
                 run.extend(band)
         flush()
         return out
+
+
+def _without_ornaments(lines: list[TextLine], split, h: float):
+    """`lines` and `split` less the ornaments of the gutter: a rule of dots or circles, a dingbat
+    between the columns, read as "o", "0" or "•" (one or two characters lying inside the gutter)."""
+    a, b = split[2]
+    texts = [l.box[0] for l in split[1] if len(l.text.strip()) > 2]  # where the right column's text starts
+    b = max(b, _quantile(texts, 0.1)) if texts else b
+    junk = {id(l) for l in lines if len(l.text.strip()) <= 2 and l.box[0] >= a - 0.5 * h and l.box[2] <= b + 0.5 * h}
+    if not junk:
+        return lines, split
+    keep = [l for l in lines if id(l) not in junk]
+    return keep, ([l for l in split[0] if id(l) not in junk], [l for l in split[1] if id(l) not in junk], split[2])
 
 
 def _ink(line: TextLine) -> TextLine:

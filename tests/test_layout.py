@@ -304,3 +304,35 @@ def test_sections_of_two_columns_under_titles_in_one_column_with_a_decorated_rul
     assert pos == sorted(pos), md
     assert md.index("s0r5") < md.index("Title 1") < md.index("s1l0"), md
     assert not any(w in ("o", "0") for w in md.split()), md
+
+
+def test_lines_the_detector_ran_across_a_narrow_gutter_are_cut_back_into_their_columns():
+    # The first five rows of a two-column story came out as one box each across the 8 px gutter;
+    # the rows below were found column by column. The story is read left column, then right.
+    lines = []
+    for i in range(10):
+        left = f"left{i} words of the story in its left column"
+        right = f"right{i} words of the story in the right column"
+        y = 200 + 27 * i
+        if i < 5:
+            lines.append(line(f"{left} {right}", 100, y, w=1008))
+        else:
+            lines += [line(left, 100, y, w=500), line(right, 608, y, w=500)]
+    md = lines_to_markdown(lines, 1240, 1750)
+    pos = [md.index(f"{side}{i} ") for side in ("left", "right") for i in range(10)]
+    assert pos == sorted(pos), md
+
+
+def test_a_two_column_story_under_a_three_column_one_is_read_in_its_own_columns():
+    # Three columns of one story, then straight below (no title across) a story in two wider
+    # columns whose lines cross the first story's gutters: each story is read column by column.
+    lines = []
+    for c in range(3):
+        lines += column([f"top{c}x{i} of the first story here" for i in range(12)], 100 + 340 * c, 150, 320)
+    for c in range(2):
+        lines += column([f"low{c}x{i} and the second story runs on in wide columns" for i in range(8)],
+                        100 + 510 * c, 150 + 12 * LEAD + 14, 490)
+    md = lines_to_markdown(lines, 1240, 1750)
+    markers = [f"top{c}x{i}" for c in range(3) for i in range(12)] + [f"low{c}x{i}" for c in range(2) for i in range(8)]
+    pos = [md.index(m + " ") for m in markers]
+    assert pos == sorted(pos), md

@@ -326,13 +326,27 @@ class _Cutter:
             return bool(lefts and rights) and into_gutter and not any(column_text(l, left_edge) for l in lefts) \
                 and not any(column_text(l, right_edge) for l in rights)
 
+        # Consecutive bands across the gutter are cut together: a block set in other columns than
+        # the rest (a two-column story under a four-column one) is read in its own columns.
+        across: list[list[TextLine]] = []
+
+        def flush_across() -> None:
+            if sum(len(b) for b in across) == len(lines) or len(across) < 3:
+                for b in across:
+                    out.extend(self.cut(b, column, depth + 1))
+            elif across:
+                out.extend(self.cut([l for b in across for l in b], column, depth + 1))
+            across.clear()
+
         for band in self.bands(lines):
             if bridges(band):
                 flush()
-                out.extend(self.cut(band, column, depth + 1))
+                across.append(band)
             else:
+                flush_across()
                 run.extend(band)
         flush()
+        flush_across()
         return out
 
 
@@ -423,10 +437,14 @@ def split_merged(lines: list[TextLine], h: float) -> list[TextLine]:
     end, and the lines just above and below it stop short of a narrow strip and start again after it,
     at the same places. A title or a wide equation across the gutter is centred, or has no
     column lines around it at both sides, and stays whole."""
-    out: list[TextLine] = []
-    for line in lines:
-        out += _split_one(line, lines, h)
-    return out
+    for _ in range(4):  # a line cut apart gives its neighbours' test two more column lines
+        out: list[TextLine] = []
+        for line in lines:
+            out += _split_one(line, lines, h)
+        if len(out) == len(lines):
+            break
+        lines = out
+    return lines
 
 
 def _split_one(line: TextLine, lines: list[TextLine], h: float) -> list[TextLine]:

@@ -136,17 +136,16 @@ def score(work: Path, min_score: float) -> None:
         print(f"\n{kind}: {len(sel)} pages; CPU per page: engine {eng:.2f} s, layout model {1000 * lay:.0f} ms "
               f"({100 * lay / eng:.1f}% of the engine)")
         a, b = results["without"][kind], results["with"][kind]
-        print(f"{'kind':24s} {'CER without':>11s} {'CER with':>9s} {'BoW without':>11s} {'BoW with':>9s}")
-        for k in sorted(a.get("per_kind", {})):
-            print(f"{k:24s} {a['per_kind'][k]['cer']:11.3f} {b['per_kind'][k]['cer']:9.3f} "
-                  f"{a['per_kind'][k]['bow_f1']:11.3f} {b['per_kind'][k]['bow_f1']:9.3f}")
-        print(f"{'overall':24s} {a['overall']['cer']:11.3f} {b['overall']['cer']:9.3f} "
-              f"{a['overall']['bow_f1']:11.3f} {b['overall']['bow_f1']:9.3f}")
-        worse = [(p, a["pages"][p]["cer"], b["pages"][p]["cer"]) for p in a.get("pages", {})
-                 if p in b.get("pages", {})]
-        for p, x, y in sorted(worse, key=lambda t: t[2] - t[1]):
-            if abs(y - x) >= 0.005:
-                print(f"   {p:40s} CER {x:.3f} -> {y:.3f}")
+        print(f"{'kind':28s} {'CER without':>11s} {'CER with':>9s} {'BoW without':>11s} {'BoW with':>9s}")
+        for k in sorted(a["by_kind"]):
+            print(f"{k:28s} {a['by_kind'][k]['cer']:11.3f} {b['by_kind'][k]['cer']:9.3f} "
+                  f"{a['by_kind'][k]['mean_bow_f1']:11.3f} {b['by_kind'][k]['mean_bow_f1']:9.3f}")
+        print(f"{'overall':28s} {a['overall']['cer']:11.3f} {b['overall']['cer']:9.3f} "
+              f"{a['overall']['mean_bow_f1']:11.3f} {b['overall']['mean_bow_f1']:9.3f}")
+        before = {p["page"]: p["cer"] for p in a["pages"]}
+        for p in sorted(b["pages"], key=lambda p: p["cer"] - before.get(p["page"], 0.0)):
+            if abs(p["cer"] - before.get(p["page"], 0.0)) >= 0.005:
+                print(f"   {p['page']:40s} CER {before.get(p['page'], 0.0):.3f} -> {p['cer']:.3f}")
 
 
 def draw(work: Path, names: list[str]) -> None:

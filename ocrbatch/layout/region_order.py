@@ -16,11 +16,14 @@ from ..records import TextLine
 from .blocks import build_blocks
 from .geometry import Box, Row, body_height, group_rows, union
 from .markdown import lines_to_markdown, render
-from .order import is_margin_stamp
+from .order import is_margin_stamp, reading_order
 from .regions import LayoutRegion
 
 MIN_HELD = 0.8  # share of the page's lines that the regions must hold for their order to be used
 COVERED = 0.7
+GUTTER = 0.5  # narrowest gap between columns, in body line heights (detector boxes are padded)
+import os
+ALONE_INDENT = float(os.environ.get('ALONE', '2'))
 MIN_BESIDE = 0.3  # share of their joint height two columns must stand side by side  # a region mostly inside a better-scored one is a duplicate
 
 
@@ -36,16 +39,22 @@ def regions_to_markdown(lines: Sequence[TextLine], regions: Sequence[LayoutRegio
     if held < MIN_HELD * len(lines):
         return lines_to_markdown(lines, width, height, keep_furniture)
     h = body_height(lines)
+    head = [g for g in groups if g[0] is not None and _is_furniture(g[0], height) and g[0].kind == "header"]
+    foot = [g for g in groups if g[0] is not None and _is_furniture(g[0], height) and g[0].kind == "footer"]
+    body = [g for g in groups if g[0] is None or not _is_furniture(g[0], height)]
+    ordered = [(("head",), g) for g in head] + xy_order(body, h) + [(("foot",), g) for g in foot]
     rows: list[Row] = []
-    for n, (path, (region, group)) in enumerate(xy_order(groups, h)):
-        kind = region.kind if region is not None else "text"
-        if not keep_furniture and region is not None and _is_furniture(region, height):
+    for n, (path, (region, group)) in enumerate(ordered):
+        if not keep_furniture and path in (("head",), ("foot",)):
             continue
-        for row in group_rows(group):
-            if kind != "table" and len(row.lines) > 1:
-                row = Row([TextLine(row.text, row.box, min(l.score for l in row.lines))])
-            row.region, row.column = n, path
-            rows.append(row)
+        kind = region.kind if region is not None else "text"
+        # inside a region our own order (a region the model drew round several columns stays readable)
+        for sub in reading_order(group, height):
+            for row in group_rows(sub.lines):
+                if kind != "table" and len(row.lines) > 1:
+                    row = Row([TextLine(row.text, row.box, min(l.score for l in row.lines))])
+                row.region, row.column = n, path + sub.column
+                rows.append(row)
     return render(build_blocks(rows, h))
 
 
@@ -93,34 +102,92 @@ def _area(b: Box) -> float:
 
 
 def xy_order(groups, h: float, path: tuple = ()) -> list:
-    """[(column path, group)] in reading order. A node is cut at its vertical gaps first (columns, left
-    to right). Without one, groups wider than half the node (a title, a spanning figure) are what
-    block the columns: they split the node into sections top to bottom, each read on its own; only
-    when there is no such group is it cut at its horizontal gaps. Else top to bottom."""
+    """[(column path, group)] in reading order.
+
+    A node is split, in this order of preference: into sections at titles that stand alone across
+    the node (nothing beside them: a section of a multi-column page starts there); into columns at
+    its vertical gaps (left to right); into sections at the groups that cross its best gutter (a
+    title block, a spanning figure), each read on its own; into bands at its horizontal gaps. A node
+    with none of these is read top to bottom."""
     if len(groups) <= 1:
         return [(path, g) for g in groups]
-    boxes = [_extent(g[1], h) for g in groups]
-    cuts = _cuts([(b[0], b[2]) for b in boxes], 0.8 * h)
+    boxes = [_extent(g, h) for g in groups]
+    items = sorted(zip(boxes, groups), key=lambda t: (t[0][1], t[0][0]))
+    alone = [_section_break(b, g, boxes, h) for b, g in items]
+    if any(alone) and len(items) > 2:
+        return _sections(items, alone, h, path)
+    cuts = _cuts([(b[0], b[2]) for b in boxes], GUTTER * h)
     if cuts and _side_by_side(boxes, cuts):
         return _split(groups, boxes, cuts, 0, h, path)
-    width = max(b[2] for b in boxes) - min(b[0] for b in boxes)
-    items = sorted(zip(boxes, groups), key=lambda t: (t[0][1], t[0][0]))
-    wide = [b[2] - b[0] > 0.5 * width for b, _ in items]
-    if any(wide) and not all(wide):
-        sections: list[list] = []
-        for (b, g), w in zip(items, wide):
-            if w or not sections or sections[-1][-1][2]:
-                sections.append([(b, g, w)])
-            else:
-                sections[-1].append((b, g, w))
-        out = []
-        for sec in sections:
-            out += xy_order([g for _, g, _ in sec], h, path)
-        return out
+    crossing = _gutter_crossers(items, h)
+    if crossing is not None:
+        return _sections(items, crossing, h, path)
     cuts = _cuts([(b[1], b[3]) for b in boxes], 0.3 * h)
     if cuts:
         return _split(groups, boxes, cuts, 1, h, path)
     return [(path, g) for _, g in items]
+
+
+def _section_break(box: Box, group, boxes: list[Box], h: float) -> bool:
+    """A heading that starts a section of a multi-column page: a title (or a lone line) at the
+    node's left edge with nothing beside it, and columns both above and below it (text right of
+    the middle on both sides, so the end of a longer left column is no section break)."""
+    region, lines = group
+    if not (region is not None and region.kind == "title" or len(lines) == 1 and region is None or
+            len(lines) == 1 and box[3] - box[1] <= 1.5 * h):
+        return False
+    left, right = min(b[0] for b in boxes), max(b[2] for b in boxes)
+    if box[0] - left > ALONE_INDENT * h:
+        return False
+    mid = (left + right) / 2
+    above = below = False
+    for o in boxes:
+        if o is box:
+            continue
+        if min(o[3], box[3]) > max(o[1], box[1]):
+            return False  # something beside it
+        if o[0] > mid:
+            above, below = above or o[3] <= box[1], below or o[1] >= box[3]
+    return above and below
+
+
+def _sections(items, splitters: list[bool], h: float, path: tuple) -> list:
+    """Top to bottom: each splitter a section of its own, the groups between them a section."""
+    sections: list[list] = []
+    prev_split = True
+    for (_, g), split in zip(items, splitters):
+        if split or prev_split:
+            sections.append([g])
+        else:
+            sections[-1].append(g)
+        prev_split = split
+    out = []
+    for sec in sections:
+        out += xy_order(sec, h, path)
+    return out
+
+
+def _gutter_crossers(items, h: float) -> list[bool] | None:
+    """Which groups cross the node's best gutter: the x-strip at least GUTTER wide that the fewest
+    lines cross, with columns of two groups or more standing side by side left and right of it.
+    None when there is no such strip."""
+    boxes = [b for b, _ in items]
+    xs = sorted({v for b in boxes for v in (b[0], b[2])})
+    best = None
+    for a, b in zip(xs, xs[1:]):
+        if b - a < GUTTER * h:
+            continue
+        mid = (a + b) / 2
+        cross = [bx[0] < mid < bx[2] for bx in boxes]
+        rest = [bx for bx, c in zip(boxes, cross) if not c]
+        if sum(1 for bx in rest if bx[2] <= a) < 2 or sum(1 for bx in rest if bx[0] >= b) < 2:
+            continue  # a column on each side, of two groups at least
+        n = sum(len(g[1]) for (_, g), c in zip(items, cross) if c)  # lines, not groups: columns hold many
+        if n == 0:  # a clean gap the columns test turned down
+            continue
+        if (best is None or n < best[0]) and _side_by_side(rest, [mid]):
+            best = (n, cross)
+    return None if best is None else best[1]
 
 
 def _side_by_side(boxes: list[Box], cuts: list[float]) -> bool:
@@ -146,11 +213,18 @@ def _split(groups, boxes, cuts: list[float], axis: int, h: float, path: tuple) -
     return out
 
 
-def _extent(lines: Sequence[TextLine], h: float) -> Box:
-    """The lines' union, pulled in a little: padded boxes of neighbouring lines often touch."""
+def _extent(group, h: float) -> Box:
+    """Where a group's text lies: the lines' union pulled in a little (padded boxes of neighbouring
+    lines often touch), and clipped to the model's box, which hugs the ink."""
+    region, lines = group
     x0, y0, x1, y1 = union(l.box for l in lines)
     dx, dy = min(0.25 * h, (x1 - x0) / 4), min(0.25 * h, (y1 - y0) / 4)
-    return x0 + dx, y0 + dy, x1 - dx, y1 - dy
+    x0, y0, x1, y1 = x0 + dx, y0 + dy, x1 - dx, y1 - dy
+    if region is not None:
+        r = region.box
+        if min(x1, r[2]) > max(x0, r[0]) and min(y1, r[3]) > max(y0, r[1]):
+            x0, y0, x1, y1 = max(x0, r[0]), max(y0, r[1]), min(x1, r[2]), min(y1, r[3])
+    return x0, y0, x1, y1
 
 
 def _cuts(spans: list[tuple[float, float]], min_gap: float) -> list[float]:

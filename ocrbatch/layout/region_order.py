@@ -133,9 +133,9 @@ def _section_break(box: Box, group, boxes: list[Box], h: float) -> bool:
     node's left edge with nothing beside it, and columns both above and below it (text right of
     the middle on both sides, so the end of a longer left column is no section break)."""
     region, lines = group
-    if not (region is not None and region.kind == "title" or len(lines) == 1 and region is None or
-            len(lines) == 1 and box[3] - box[1] <= 1.5 * h):
-        return False
+    kind = region.kind if region is not None else "text"
+    if not (kind == "title" or kind == "text" and len(lines) == 1):
+        return False  # a caption, an equation, a paragraph
     left, right = min(b[0] for b in boxes), max(b[2] for b in boxes)
     if box[0] - left > ALONE_INDENT * h:
         return False

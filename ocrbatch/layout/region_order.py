@@ -1,11 +1,14 @@
-"""Reading order from a layout model's regions (layout/regions.py): the trial of issue 11.
+"""Reading order from a layout model's regions (layout/regions.py): the trial of issue 11, not used
+by the engine (scripts/layout_model_trial.py measures it).
 
-Each recognised line goes to the model region that holds most of it; regions are read in XY-cut
-order over their lines' extent (columns first, then bands: a region spanning the columns splits
-the page into sections); within a region, rows top to bottom. Only a region the model calls a table
-may become a Markdown table: every other region's rows are read as single lines. Headers and
-footers in the page margins are furniture. A page where the regions hold too few of the lines
-(a receipt, a form the model was not trained on) falls back to our own order (layout/order.py).
+Each recognised line goes to the model region that holds most of it. Regions are then ordered over
+their extent (see `xy_order`): columns left to right, sections top to bottom at lone headings and at
+what crosses the gutter. Inside a region our own order (layout/order.py) reads the lines, so a region
+drawn round several columns stays readable. Only a region the model calls a table may become a
+Markdown table: every other region's rows are read as single lines. Headers and footers in the page
+margins are furniture. A page where the regions hold too few of the lines (a receipt, a form the
+model was not trained on), or whose type the model sees too small (a broadsheet squeezed into
+608x800 pixels), keeps our own order.
 """
 
 from __future__ import annotations
@@ -17,18 +20,19 @@ from .blocks import build_blocks
 from .geometry import Box, Row, body_height, group_rows, union
 from .markdown import lines_to_markdown, render
 from .order import is_margin_stamp, reading_order
-from .regions import LayoutRegion
+from .regions import INPUT_H, INPUT_W, LayoutRegion
 
 MIN_HELD = 0.8  # share of the page's lines that the regions must hold for their order to be used
-COVERED = 0.7
+MIN_SEEN = 8.0  # body line height (pixels) in the model's 608x800 view below which its regions are guesses
+COVERED = 0.7  # a region mostly inside a better-scored one is a duplicate
 GUTTER = 0.5  # narrowest gap between columns, in body line heights (detector boxes are padded)
-import os
-ALONE_INDENT = float(os.environ.get('ALONE', '2'))
-MIN_BESIDE = 0.3  # share of their joint height two columns must stand side by side  # a region mostly inside a better-scored one is a duplicate
+MIN_BESIDE = 0.3  # share of their joint height two columns must stand side by side
+ALONE_INDENT = 2.0  # a heading that breaks a section starts within this many line heights of the left edge
 
 
 def regions_to_markdown(lines: Sequence[TextLine], regions: Sequence[LayoutRegion], width: int, height: int,
                         keep_furniture: bool = False) -> str:
+    """Markdown for one page, as layout.lines_to_markdown, with the model's regions as a second opinion."""
     lines = [l for l in lines if l.text.strip()]
     if not keep_furniture:
         lines = [l for l in lines if not is_margin_stamp(l, width)]
@@ -36,9 +40,9 @@ def regions_to_markdown(lines: Sequence[TextLine], regions: Sequence[LayoutRegio
         return ""
     groups = assign(lines, dedupe(regions))
     held = sum(len(g) for r, g in groups if r is not None)
-    if held < MIN_HELD * len(lines):
-        return lines_to_markdown(lines, width, height, keep_furniture)
     h = body_height(lines)
+    if held < MIN_HELD * len(lines) or h * min(INPUT_H / height, INPUT_W / width) < MIN_SEEN:
+        return lines_to_markdown(lines, width, height, keep_furniture)
     head = [g for g in groups if g[0] is not None and _is_furniture(g[0], height) and g[0].kind == "header"]
     foot = [g for g in groups if g[0] is not None and _is_furniture(g[0], height) and g[0].kind == "footer"]
     body = [g for g in groups if g[0] is None or not _is_furniture(g[0], height)]

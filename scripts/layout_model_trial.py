@@ -23,7 +23,7 @@ Measured 2026-12-01 on the shared 2-core machine (load average 6-8), PP-OCRv6 sm
 
 - cost: the model alone 232 ms CPU (402 ms wall) per page, one thread; against the engine's CPU per
   page 6.0% on dev (319 ms / 5.36 s) and 2.8% on the stress set (270 ms / 9.69 s). With tiny models
-  (about 3x cheaper) that would be some 15% on dev.
+  (about 3x cheaper) that would be some 15-20% on dev.
 - our own order of i11a at 1e7f945, default settings, without -> with the regions:
   dev CER 0.021 -> 0.019, BoW-F1 0.943 -> 0.943; stress CER 0.211 -> 0.203, BoW-F1 0.952 -> 0.954;
   stress per kind: three-column-prose 0.070 -> 0.073, reference-card 0.078 -> 0.094,

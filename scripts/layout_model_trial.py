@@ -24,19 +24,19 @@ Measured 2026-12-01 on the shared 2-core machine (load average 6-8), PP-OCRv6 sm
 - cost: the model alone 232 ms CPU (402 ms wall) per page, one thread; against the engine's CPU per
   page 6.0% on dev (319 ms / 5.36 s) and 2.8% on the stress set (270 ms / 9.69 s). With tiny models
   (about 3x cheaper) that would be some 15-20% on dev.
-- our own order of i11a at 1e7f945, default settings, without -> with the regions:
-  dev CER 0.021 -> 0.019, BoW-F1 0.943 -> 0.943; stress CER 0.211 -> 0.203, BoW-F1 0.952 -> 0.954;
-  stress per kind: three-column-prose 0.070 -> 0.073, reference-card 0.078 -> 0.094,
+- our own order of i11a at 2d8ffe5, default settings, without -> with the regions:
+  dev CER 0.020 -> 0.019, BoW-F1 0.943 -> 0.943; stress CER 0.138 -> 0.132, BoW-F1 0.956 -> 0.957;
+  stress per kind: three-column-prose 0.065 -> 0.073, reference-card 0.078 -> 0.094,
   two-column-figure 0.038 -> 0.037, table-beside-prose 0.004 -> 0.004, title-over-columns
-  0.089 -> 0.086, two-column-prose 0.143 -> 0.002 (one page), large-small-type 0.639 -> 0.639 (the
+  0.081 -> 0.086, two-column-prose 0.143 -> 0.002 (one page), large-small-type 0.358 -> 0.358 (the
   model is not used there: it sees the type too small).
 - the same with furniture kept in both (reading order alone): dev CER 0.016 -> 0.016, BoW-F1 0.945 ->
-  0.945; stress 0.218 -> 0.212. The default-settings dev gain is furniture, not order: the model
+  0.945; stress 0.145 -> 0.141. The default-settings dev gain is furniture, not order: the model
   calls a journal's foot stamp ("Accepted in Quantum ..., CC-BY 4.0") a reference, not a footer, so
   it is kept, and the dev truth keeps it. Per page: better mcrule-p5 0.143 -> 0.003 (columns under
-  lone section headings), cheatsheet-p1 0.129 -> 0.088, sigplan-p1 0.117 -> 0.108; worse
-  cheatsheet-p2 0.034 -> 0.285 (a text region drawn across a gutter), flowfram-news-p1
-  0.357 -> 0.414, asmeconf-p2 0.029 -> 0.040, tex-verse-p0012 0.005 -> 0.013.
+  lone section headings), cheatsheet-p1 0.129 -> 0.088; worse cheatsheet-p2 0.034 -> 0.285 (a text
+  region drawn across a gutter), flowfram-news-p1 0.330 -> 0.414, sigplan-p1 0.094 -> 0.108,
+  asmeconf-p2 0.029 -> 0.040, tex-booktabs-p0004 0.022 -> 0.029, tex-verse-p0012 0.005 -> 0.013.
 - main's order (d0888cf), default settings: dev 0.021 -> 0.019; stress 0.260 -> 0.232
   (three-column-prose 0.171 -> 0.073, two-column-prose 0.143 -> 0.002, reference-card 0.078 -> 0.094).
 

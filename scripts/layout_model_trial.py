@@ -41,7 +41,7 @@ Measured 2026-12-01 on the shared 2-core machine (load average 6-8), PP-OCRv6 sm
   (three-column-prose 0.171 -> 0.073, two-column-prose 0.143 -> 0.002, reference-card 0.078 -> 0.094).
 
 Not adopted: no measurable gain on the dev corpus's reading order, a mixed one on the stress set
-(one page gains much, two lose), and a dependency that brings omegaconf, colorlog, requests, tqdm.
+(two pages gain, four lose), and a dependency that brings omegaconf, colorlog, requests, tqdm.
 """
 
 from __future__ import annotations

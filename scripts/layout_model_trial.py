@@ -79,7 +79,7 @@ def pages() -> list[tuple[str, str, object]]:
 def cache(work: Path, model: Path | None) -> None:
     from ocrbatch.config import EngineOptions
     from ocrbatch.engines import registry
-    from ocrbatch.layout.regions import LayoutModel
+    from layout_trial.regions import LayoutModel
     from ocrbatch.records import PageImage
 
     layout = LayoutModel(model, min_score=0.3)
@@ -124,7 +124,7 @@ def cost(model: Path | None, rounds: int = 3) -> None:
 
     import numpy as np
 
-    from ocrbatch.layout.regions import LayoutModel
+    from layout_trial.regions import LayoutModel
 
     layout = LayoutModel(model)
     images = [np.ascontiguousarray(np.asarray(im)[:, :, ::-1]) for _, _, im in pages()]
@@ -164,7 +164,7 @@ def score_dir(truth: Path, pred: Path) -> dict:
 
 def score(work: Path, min_score: float, keep: bool) -> None:
     from ocrbatch.layout import lines_to_markdown
-    from ocrbatch.layout.region_order import regions_to_markdown
+    from layout_trial.region_order import regions_to_markdown
 
     recs = load(work)
     variants = {"without": lambda rec, lines: lines_to_markdown(lines, rec["shape"][1], rec["shape"][0], keep),

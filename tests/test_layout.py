@@ -336,3 +336,37 @@ def test_a_two_column_story_under_a_three_column_one_is_read_in_its_own_columns(
     markers = [f"top{c}x{i}" for c in range(3) for i in range(12)] + [f"low{c}x{i}" for c in range(2) for i in range(8)]
     pos = [md.index(m + " ") for m in markers]
     assert pos == sorted(pos), md
+
+
+def test_a_stretch_of_lines_run_across_three_columns_is_cut_back_into_its_columns():
+    # Small type in three columns with narrow gutters (an A2 sheet of newspaper pages): the detector
+    # ran six rows of all three columns together, one box per row across the page. The clean rows
+    # above and below show both gutters; every merged row is cut at both, and the story is read
+    # column by column.
+    def text(c: int, i: int) -> str:
+        return f"c{c}r{i:02d} words in the column"  # 26 characters for 340 px
+
+    lines = []
+    for i in range(14):
+        y = 200 + 27 * i
+        if 4 <= i < 10:
+            lines.append(line(" ".join(text(c, i) for c in range(3)), 100, y, w=1060))
+        else:
+            lines += [line(text(c, i), 100 + 360 * c, y, w=340) for c in range(3)]
+    md = lines_to_markdown(lines, 1240, 1750)
+    assert "|" not in md, md
+    pos = [md.index(f"c{c}r{i:02d} ") for c in range(3) for i in range(14)]
+    assert pos == sorted(pos), md
+
+
+def test_a_title_across_the_columns_is_not_cut_at_their_gutters():
+    # A boxed title in larger type set across three columns of a story: the columns' lines stop and
+    # start around it at the gutters, yet the title stays whole, above the columns' text below it.
+    def text(c: int, i: int) -> str:
+        return f"c{c}r{i:02d} words in the column"
+
+    lines = [line(text(c, i), 100 + 360 * c, 200 + 27 * i, w=340) for c in range(3) for i in range(5)]
+    lines.append(line("An expanded boxed title that breaks the text within the news story", 100, 345, w=1000, h=34))
+    lines += [line(text(c, i), 100 + 360 * c, 390 + 27 * (i - 5), w=340) for c in range(3) for i in range(5, 10)]
+    md = lines_to_markdown(lines, 1240, 1750)
+    assert "An expanded boxed title that breaks the text within the news story" in md, md

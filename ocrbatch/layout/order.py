@@ -437,17 +437,28 @@ def split_merged(lines: list[TextLine], h: float) -> list[TextLine]:
     end, and the lines just above and below it stop short of a narrow strip and start again after it,
     at the same places. A title or a wide equation across the gutter is centred, or has no
     column lines around it at both sides, and stays whole."""
-    for _ in range(4):  # a line cut apart gives its neighbours' test two more column lines
-        out: list[TextLine] = []
-        for line in lines:
-            out += _split_one(line, lines, h)
-        if len(out) == len(lines):
+    # A line cut apart gives its neighbours' test two more column lines at once, so a stack of
+    # merged lines is cut from its clean end inwards: top down, then bottom up, and again.
+    lines = list(lines)
+    for rnd in range(4):
+        before = len(lines)
+        for line in sorted(lines, key=lambda l: l.box[1], reverse=rnd % 2 == 1):
+            parts = _split_one(line, lines, h)
+            if len(parts) > 1:
+                i = next(i for i, l in enumerate(lines) if l is line)
+                lines[i:i + 1] = parts
+        if len(lines) == before and rnd >= 1:
             break
-        lines = out
     return lines
 
 
 def _split_one(line: TextLine, lines: list[TextLine], h: float) -> list[TextLine]:
+    parts = _split_two(line, lines, h)
+    return parts if len(parts) > 1 else _split_columns(line, lines, h)
+
+
+def _split_two(line: TextLine, lines: list[TextLine], h: float) -> list[TextLine]:
+    """A line run across the gutter of two columns whose lines stop and start at its ends."""
     x0, y0, x1, y1 = line.box
     words = line.text.split()
     if x1 - x0 < 10 * h or len(words) < 6:
@@ -473,6 +484,54 @@ def _split_one(line: TextLine, lines: list[TextLine], h: float) -> list[TextLine
     if len(head.split()) < 3 or len(tail.split()) < 3:
         return [line]
     return [TextLine(head, (x0, y0, a, y1), line.score), TextLine(tail, (b, y0, x1, y1), line.score)]
+
+
+
+def _split_columns(line: TextLine, lines: list[TextLine], h: float) -> list[TextLine]:
+    """A line run across two or three columns inside a stretch of such lines, cut at every gutter
+    that the lines around it show."""
+    x0, y0, x1, y1 = line.box
+    words = line.text.split()
+    if x1 - x0 < 10 * h or len(words) < 6:
+        return [line]
+    cy = (y0 + y1) / 2
+    near = [l for l in lines if l is not line and abs((l.box[1] + l.box[3]) / 2 - cy) <= 6 * h
+            and l.box[0] >= x0 - h and l.box[2] <= x1 + h and l.box[2] - l.box[0] < 0.8 * (x1 - x0)]
+    # a line of body type that ends where several lines around it end, at a column's right edge (a
+    # title across the columns is set larger, or stops short of that edge)
+    if y1 - y0 > 1.2 * h or sum(1 for l in near if abs(l.box[2] - x1) <= h) < 3:
+        return [line]
+    # A gutter inside the line: several lines nearby start at one place b (the next column's edge)
+    # and several end just before it (the column's right edge). With three columns run together,
+    # the leftmost gutter is cut first and the rest of the line is looked at again.
+    starts = sorted(l.box[0] for l in near if x0 + 6 * h <= l.box[0] <= x1 - 6 * h)
+    for s0 in starts:
+        # column lines on both sides, wide (not a word the detector boxed apart); the left ones start at
+        # the line's left edge or a paragraph indent past it
+        right = [l for l in near if abs(l.box[0] - s0) <= h and l.box[2] - l.box[0] >= 6 * h]
+        left = [l for l in near if s0 - 3 * h <= l.box[2] <= s0 + h and -h <= l.box[0] - x0 <= 2 * h
+                and l.box[2] - l.box[0] >= 6 * h]
+        if len(right) < 3 or len(left) < 3:
+            continue
+        a = _quantile([l.box[2] for l in left], 0.9)
+        b = _quantile([l.box[0] for l in right], 0.1)
+        # padded boxes of the two columns may overlap a little across a narrow gutter; a line across
+        # the strip (a title, a wide equation) keeps it whole, unless it is another line merged the
+        # same way (the detector often runs a whole stretch of both columns' lines together)
+        if not -h <= b - a <= 3 * h or any(l.box[0] < min(a, b) - 2 * h and l.box[2] > max(a, b) + 2 * h
+                                           and not (abs(l.box[0] - x0) <= h and abs(l.box[2] - x1) <= h)
+                                           for l in near):
+            continue
+        # the text is cut at the word boundary nearest the gutter, placing characters evenly in the box
+        at = len(line.text) * ((a + b) / 2 - x0) / (x1 - x0)
+        spaces = [i for i, ch in enumerate(line.text) if ch == " "]
+        cut = min(spaces, key=lambda i: abs(i - at))
+        head, tail = line.text[:cut].strip(), line.text[cut:].strip()
+        if len(head.split()) < 3 or len(tail.split()) < 3:
+            continue
+        return [TextLine(head, (x0, y0, a, y1), line.score)] + \
+            _split_columns(TextLine(tail, (b, y0, x1, y1), line.score), lines, h)
+    return [line]
 
 
 def _margin_bands(bands: list[list[TextLine]], h: float, page_height: float):

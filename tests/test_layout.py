@@ -370,3 +370,34 @@ def test_a_title_across_the_columns_is_not_cut_at_their_gutters():
     lines += [line(text(c, i), 100 + 360 * c, 390 + 27 * (i - 5), w=340) for c in range(3) for i in range(5, 10)]
     md = lines_to_markdown(lines, 1240, 1750)
     assert "An expanded boxed title that breaks the text within the news story" in md, md
+
+
+def _two_columns_over(bottom: list[TextLine]) -> list[TextLine]:
+    lines = []
+    for c in range(2):
+        lines += column([f"col{c} line {i} of the paper's body text" for i in range(30)], 100 + 530 * c, 200, 500)
+    return lines + bottom
+
+
+def test_a_stamp_of_several_lines_at_the_foot_of_the_page_is_furniture():
+    # An "author's version" notice of three close-set lines across the foot of a two-column page
+    # is dropped like a running foot (and kept with keep_furniture).
+    stamp = ["This is the author's version of the work. It is posted at https://example.org/paper.pdf",
+             "for your personal use. Not for redistribution. The definitive version was published in",
+             "Proceedings of the Conference on Examples. Some Publisher, pp. 42-43, 2016."]
+    lines = _two_columns_over([line(t, 130, 1560 + 18 * i, w=1000, h=22) for i, t in enumerate(stamp)])
+    md = lines_to_markdown(lines, 1240, 1750)
+    assert md.rstrip().endswith("col1 line 29 of the paper's body text"), md
+    assert "author's version" not in md and "personal use" not in md and "Proceedings" not in md, md
+    kept = lines_to_markdown(lines, 1240, 1750, keep_furniture=True)
+    assert "personal use" in kept and "Proceedings" in kept, kept
+
+
+def test_a_closing_paragraph_at_the_foot_of_the_page_is_not_furniture():
+    # Three close-set lines at the foot that carry no stamp (a note, the end of the text) stay.
+    note = ["The authors thank the reviewers for their careful reading and comments on the draft",
+            "of this paper, and the workshop organisers for the discussion in 2016 that started",
+            "it. All remaining errors are ours."]
+    lines = _two_columns_over([line(t, 130, 1560 + 18 * i, w=1000, h=22) for i, t in enumerate(note)])
+    md = lines_to_markdown(lines, 1240, 1750)
+    assert "thank the reviewers" in md and "2016 that started" in md and "remaining errors" in md, md

@@ -29,6 +29,9 @@ FURNITURE = {("head",), ("foot",)}  # the columns of running heads and feet
 # a page number at either end of a line ("7", "Page 7", "2 / 86"), a year, a copyright or download stamp
 _FOLIO = re.compile(r"^\W*(?:page\s+)?\d{1,4}(?:\s*/\s*\d{1,4})?\b|\b\d{1,4}(?:\s*/\s*\d{1,4})?\W*$"
                     r"|\b(?:19|20)\d\d\b|©|\bcopyright\b|\bdownloaded from\b", re.IGNORECASE)
+# what a stamp of several lines in the margin says: an author's version, where it is posted, its DOI
+_STAMP = re.compile(r"\bauthor'?s? (?:version|copy)\b|\bpersonal use\b|\bredistribut|\bdoi\b|©|\bcopyright\b"
+                    r"|\bdownloaded from\b|\bpreprint\b|\barxiv\b", re.IGNORECASE)
 
 
 def is_furniture(region: "Region", h: float) -> bool:
@@ -422,7 +425,8 @@ def reading_order(lines: Sequence[TextLine], page_height: float) -> list[Region]
     cutter = _Cutter(lines)
     bands = cutter.bands(list(lines))
     head, tail = _margin_bands(bands, cutter.h, page_height)
-    body = [l for band in bands[len(head): len(bands) - len(tail)] for l in band]
+    taken = {id(l) for band in head + tail for l in band}
+    body = [l for band in bands for l in band if id(l) not in taken]
     regions = [Region(b, ("head",)) for b in head]
     if body:
         regions += cutter.cut(body, ())
@@ -535,7 +539,9 @@ def _split_columns(line: TextLine, lines: list[TextLine], h: float) -> list[Text
 
 
 def _margin_bands(bands: list[list[TextLine]], h: float, page_height: float):
-    """A thin band alone at the top (bottom) of the page: a running head (foot, page number)."""
+    """A thin band alone at the top (bottom) of the page: a running head (foot, page number); or a
+    stamp of a few close-set lines there ("This is the author's version ... posted at ... doi: ..."),
+    returned as one band."""
     if len(bands) < 3:
         return [], []
 
@@ -545,8 +551,22 @@ def _margin_bands(bands: list[list[TextLine]], h: float, page_height: float):
     def gap(upper: list[TextLine], lower: list[TextLine]) -> float:
         return min(core(l)[0] for l in lower) - max(core(l)[1] for l in upper)
 
-    head = [bands[0]] if (thin(bands[0]) and gap(bands[0], bands[1]) >= 1.5 * h
-                          and max(l.box[3] for l in bands[0]) <= 0.15 * page_height) else []
-    tail = [bands[-1]] if (thin(bands[-1]) and gap(bands[-2], bands[-1]) >= 1.5 * h
-                           and min(l.box[1] for l in bands[-1]) >= 0.85 * page_height) else []
+    def stamp(group: list[list[TextLine]]) -> bool:
+        return all(thin(b) for b in group) and all(gap(a, b) < 0.8 * h for a, b in zip(group, group[1:])) \
+            and any(_STAMP.search(l.text) for b in group for l in b)
+
+    head: list[list[TextLine]] = []
+    tail: list[list[TextLine]] = []
+    for k in range(min(4, len(bands) - 2), 0, -1):
+        group = bands[:k]
+        if (thin(group[0]) if k == 1 else stamp(group)) and gap(group[-1], bands[k]) >= 1.5 * h \
+                and max(l.box[3] for b in group for l in b) <= 0.15 * page_height:
+            head = [[l for b in group for l in b]]
+            break
+    for k in range(min(4, len(bands) - 2 - len(head)), 0, -1):
+        group = bands[-k:]
+        if (thin(group[0]) if k == 1 else stamp(group)) and gap(bands[-k - 1], group[0]) >= 1.5 * h \
+                and min(l.box[1] for b in group for l in b) >= 0.85 * page_height:
+            tail = [[l for b in group for l in b]]
+            break
     return head, tail

@@ -401,3 +401,18 @@ def test_a_closing_paragraph_at_the_foot_of_the_page_is_not_furniture():
     lines = _two_columns_over([line(t, 130, 1560 + 18 * i, w=1000, h=22) for i, t in enumerate(note)])
     md = lines_to_markdown(lines, 1240, 1750)
     assert "thank the reviewers" in md and "2016 that started" in md and "remaining errors" in md, md
+
+
+def test_a_full_width_paragraph_straight_under_two_columns_is_not_cut_at_their_gutter():
+    # Text flows out of two columns into a full-width frame right below them, with no space between:
+    # the frame's lines end where the right column's lines end, yet its last line runs on past the
+    # gutter, so they are whole lines of one paragraph, not lines of the two columns run together.
+    lines = column([f"left{i} line of the left column here" for i in range(6)], 57, 400, 384)
+    lines += column([f"right{i} line of the right column" for i in range(6)], 455, 400, 362)
+    wide = ["Full one runs across the whole width of the frame below the columns and on to its end",
+            "full two runs across the whole width of the frame below the columns and on to its end",
+            "full three ends past the gutter."]
+    lines += [line(t, 57, 400 + 6 * 25 + 25 * i, w=760 if i < 2 else 428, h=23) for i, t in enumerate(wide)]
+    md = lines_to_markdown(lines, 1240, 1750)
+    for t in wide[:2]:
+        assert t in md, md

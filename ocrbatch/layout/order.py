@@ -522,7 +522,8 @@ def _split_columns(line: TextLine, lines: list[TextLine], h: float) -> list[Text
         # padded boxes of the two columns may overlap a little across a narrow gutter; a line across
         # the strip (a title, a wide equation) keeps it whole, unless it is another line merged the
         # same way (the detector often runs a whole stretch of both columns' lines together)
-        if not -h <= b - a <= 3 * h or any(l.box[0] < min(a, b) - 2 * h and l.box[2] > max(a, b) + 2 * h
+        # (the last line of a full-width paragraph reaching past the gutter shows there is none)
+        if not -h <= b - a <= 3 * h or any(l.box[0] < min(a, b) - h and l.box[2] > max(a, b) + h
                                            and not (abs(l.box[0] - x0) <= h and abs(l.box[2] - x1) <= h)
                                            for l in near):
             continue

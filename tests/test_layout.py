@@ -336,3 +336,83 @@ def test_a_two_column_story_under_a_three_column_one_is_read_in_its_own_columns(
     markers = [f"top{c}x{i}" for c in range(3) for i in range(12)] + [f"low{c}x{i}" for c in range(2) for i in range(8)]
     pos = [md.index(m + " ") for m in markers]
     assert pos == sorted(pos), md
+
+
+def test_a_stretch_of_lines_run_across_three_columns_is_cut_back_into_its_columns():
+    # Small type in three columns with narrow gutters (an A2 sheet of newspaper pages): the detector
+    # ran six rows of all three columns together, one box per row across the page. The clean rows
+    # above and below show both gutters; every merged row is cut at both, and the story is read
+    # column by column.
+    def text(c: int, i: int) -> str:
+        return f"c{c}r{i:02d} words in the column"  # 26 characters for 340 px
+
+    lines = []
+    for i in range(14):
+        y = 200 + 27 * i
+        if 4 <= i < 10:
+            lines.append(line(" ".join(text(c, i) for c in range(3)), 100, y, w=1060))
+        else:
+            lines += [line(text(c, i), 100 + 360 * c, y, w=340) for c in range(3)]
+    md = lines_to_markdown(lines, 1240, 1750)
+    assert "|" not in md, md
+    pos = [md.index(f"c{c}r{i:02d} ") for c in range(3) for i in range(14)]
+    assert pos == sorted(pos), md
+
+
+def test_a_title_across_the_columns_is_not_cut_at_their_gutters():
+    # A boxed title in larger type set across three columns of a story: the columns' lines stop and
+    # start around it at the gutters, yet the title stays whole, above the columns' text below it.
+    def text(c: int, i: int) -> str:
+        return f"c{c}r{i:02d} words in the column"
+
+    lines = [line(text(c, i), 100 + 360 * c, 200 + 27 * i, w=340) for c in range(3) for i in range(5)]
+    lines.append(line("An expanded boxed title that breaks the text within the news story", 100, 345, w=1000, h=34))
+    lines += [line(text(c, i), 100 + 360 * c, 390 + 27 * (i - 5), w=340) for c in range(3) for i in range(5, 10)]
+    md = lines_to_markdown(lines, 1240, 1750)
+    assert "An expanded boxed title that breaks the text within the news story" in md, md
+
+
+def _two_columns_over(bottom: list[TextLine]) -> list[TextLine]:
+    lines = []
+    for c in range(2):
+        lines += column([f"col{c} line {i} of the paper's body text" for i in range(30)], 100 + 530 * c, 200, 500)
+    return lines + bottom
+
+
+def test_a_stamp_of_several_lines_at_the_foot_of_the_page_is_furniture():
+    # An "author's version" notice of three close-set lines across the foot of a two-column page
+    # is dropped like a running foot (and kept with keep_furniture).
+    stamp = ["This is the author's version of the work. It is posted at https://example.org/paper.pdf",
+             "for your personal use. Not for redistribution. The definitive version was published in",
+             "Proceedings of the Conference on Examples. Some Publisher, pp. 42-43, 2016."]
+    lines = _two_columns_over([line(t, 130, 1560 + 18 * i, w=1000, h=22) for i, t in enumerate(stamp)])
+    md = lines_to_markdown(lines, 1240, 1750)
+    assert md.rstrip().endswith("col1 line 29 of the paper's body text"), md
+    assert "author's version" not in md and "personal use" not in md and "Proceedings" not in md, md
+    kept = lines_to_markdown(lines, 1240, 1750, keep_furniture=True)
+    assert "personal use" in kept and "Proceedings" in kept, kept
+
+
+def test_a_closing_paragraph_at_the_foot_of_the_page_is_not_furniture():
+    # Three close-set lines at the foot that carry no stamp (a note, the end of the text) stay.
+    note = ["The authors thank the reviewers for their careful reading and comments on the draft",
+            "of this paper, and the workshop organisers for the discussion in 2016 that started",
+            "it. All remaining errors are ours."]
+    lines = _two_columns_over([line(t, 130, 1560 + 18 * i, w=1000, h=22) for i, t in enumerate(note)])
+    md = lines_to_markdown(lines, 1240, 1750)
+    assert "thank the reviewers" in md and "2016 that started" in md and "remaining errors" in md, md
+
+
+def test_a_full_width_paragraph_straight_under_two_columns_is_not_cut_at_their_gutter():
+    # Text flows out of two columns into a full-width frame right below them, with no space between:
+    # the frame's lines end where the right column's lines end, yet its last line runs on past the
+    # gutter, so they are whole lines of one paragraph, not lines of the two columns run together.
+    lines = column([f"left{i} line of the left column here" for i in range(6)], 57, 400, 384)
+    lines += column([f"right{i} line of the right column" for i in range(6)], 455, 400, 362)
+    wide = ["Full one runs across the whole width of the frame below the columns and on to its end",
+            "full two runs across the whole width of the frame below the columns and on to its end",
+            "full three ends past the gutter."]
+    lines += [line(t, 57, 400 + 6 * 25 + 25 * i, w=760 if i < 2 else 428, h=23) for i, t in enumerate(wide)]
+    md = lines_to_markdown(lines, 1240, 1750)
+    for t in wide[:2]:
+        assert t in md, md

@@ -29,6 +29,9 @@ FURNITURE = {("head",), ("foot",)}  # the columns of running heads and feet
 # a page number at either end of a line ("7", "Page 7", "2 / 86"), a year, a copyright or download stamp
 _FOLIO = re.compile(r"^\W*(?:page\s+)?\d{1,4}(?:\s*/\s*\d{1,4})?\b|\b\d{1,4}(?:\s*/\s*\d{1,4})?\W*$"
                     r"|\b(?:19|20)\d\d\b|©|\bcopyright\b|\bdownloaded from\b", re.IGNORECASE)
+# what a stamp of several lines in the margin says: an author's version, where it is posted, its DOI
+_STAMP = re.compile(r"\bauthor'?s? (?:version|copy)\b|\bpersonal use\b|\bredistribut|\bdoi\b|©|\bcopyright\b"
+                    r"|\bdownloaded from\b|\bpreprint\b|\barxiv\b", re.IGNORECASE)
 
 
 def is_furniture(region: "Region", h: float) -> bool:
@@ -422,7 +425,8 @@ def reading_order(lines: Sequence[TextLine], page_height: float) -> list[Region]
     cutter = _Cutter(lines)
     bands = cutter.bands(list(lines))
     head, tail = _margin_bands(bands, cutter.h, page_height)
-    body = [l for band in bands[len(head): len(bands) - len(tail)] for l in band]
+    taken = {id(l) for band in head + tail for l in band}
+    body = [l for band in bands for l in band if id(l) not in taken]
     regions = [Region(b, ("head",)) for b in head]
     if body:
         regions += cutter.cut(body, ())
@@ -437,17 +441,28 @@ def split_merged(lines: list[TextLine], h: float) -> list[TextLine]:
     end, and the lines just above and below it stop short of a narrow strip and start again after it,
     at the same places. A title or a wide equation across the gutter is centred, or has no
     column lines around it at both sides, and stays whole."""
-    for _ in range(4):  # a line cut apart gives its neighbours' test two more column lines
-        out: list[TextLine] = []
-        for line in lines:
-            out += _split_one(line, lines, h)
-        if len(out) == len(lines):
+    # A line cut apart gives its neighbours' test two more column lines at once, so a stack of
+    # merged lines is cut from its clean end inwards: top down, then bottom up, and again.
+    lines = list(lines)
+    for rnd in range(4):
+        before = len(lines)
+        for line in sorted(lines, key=lambda l: l.box[1], reverse=rnd % 2 == 1):
+            parts = _split_one(line, lines, h)
+            if len(parts) > 1:
+                i = next(i for i, l in enumerate(lines) if l is line)
+                lines[i:i + 1] = parts
+        if len(lines) == before and rnd >= 1:
             break
-        lines = out
     return lines
 
 
 def _split_one(line: TextLine, lines: list[TextLine], h: float) -> list[TextLine]:
+    parts = _split_two(line, lines, h)
+    return parts if len(parts) > 1 else _split_columns(line, lines, h)
+
+
+def _split_two(line: TextLine, lines: list[TextLine], h: float) -> list[TextLine]:
+    """A line run across the gutter of two columns whose lines stop and start at its ends."""
     x0, y0, x1, y1 = line.box
     words = line.text.split()
     if x1 - x0 < 10 * h or len(words) < 6:
@@ -475,8 +490,59 @@ def _split_one(line: TextLine, lines: list[TextLine], h: float) -> list[TextLine
     return [TextLine(head, (x0, y0, a, y1), line.score), TextLine(tail, (b, y0, x1, y1), line.score)]
 
 
+
+def _split_columns(line: TextLine, lines: list[TextLine], h: float) -> list[TextLine]:
+    """A line run across two or three columns inside a stretch of such lines, cut at every gutter
+    that the lines around it show."""
+    x0, y0, x1, y1 = line.box
+    words = line.text.split()
+    if x1 - x0 < 10 * h or len(words) < 6:
+        return [line]
+    cy = (y0 + y1) / 2
+    near = [l for l in lines if l is not line and abs((l.box[1] + l.box[3]) / 2 - cy) <= 6 * h
+            and l.box[0] >= x0 - h and l.box[2] <= x1 + h and l.box[2] - l.box[0] < 0.8 * (x1 - x0)]
+    # a line of body type that ends where several lines around it end, at a column's right edge (a
+    # title across the columns is set larger, or stops short of that edge)
+    if y1 - y0 > 1.2 * h or sum(1 for l in near if abs(l.box[2] - x1) <= h) < 3:
+        return [line]
+    # A gutter inside the line: several lines nearby start at one place b (the next column's edge)
+    # and several end just before it (the column's right edge). With three columns run together,
+    # the leftmost gutter is cut first and the rest of the line is looked at again.
+    starts = sorted(l.box[0] for l in near if x0 + 6 * h <= l.box[0] <= x1 - 6 * h)
+    for s0 in starts:
+        # column lines on both sides, wide (not a word the detector boxed apart); the left ones start at
+        # the line's left edge or a paragraph indent past it
+        right = [l for l in near if abs(l.box[0] - s0) <= h and l.box[2] - l.box[0] >= 6 * h]
+        left = [l for l in near if s0 - 3 * h <= l.box[2] <= s0 + h and -h <= l.box[0] - x0 <= 2 * h
+                and l.box[2] - l.box[0] >= 6 * h]
+        if len(right) < 3 or len(left) < 3:
+            continue
+        a = _quantile([l.box[2] for l in left], 0.9)
+        b = _quantile([l.box[0] for l in right], 0.1)
+        # padded boxes of the two columns may overlap a little across a narrow gutter; a line across
+        # the strip (a title, a wide equation) keeps it whole, unless it is another line merged the
+        # same way (the detector often runs a whole stretch of both columns' lines together)
+        # (the last line of a full-width paragraph reaching past the gutter shows there is none)
+        if not -h <= b - a <= 3 * h or any(l.box[0] < min(a, b) - h and l.box[2] > max(a, b) + h
+                                           and not (abs(l.box[0] - x0) <= h and abs(l.box[2] - x1) <= h)
+                                           for l in near):
+            continue
+        # the text is cut at the word boundary nearest the gutter, placing characters evenly in the box
+        at = len(line.text) * ((a + b) / 2 - x0) / (x1 - x0)
+        spaces = [i for i, ch in enumerate(line.text) if ch == " "]
+        cut = min(spaces, key=lambda i: abs(i - at))
+        head, tail = line.text[:cut].strip(), line.text[cut:].strip()
+        if len(head.split()) < 3 or len(tail.split()) < 3:
+            continue
+        return [TextLine(head, (x0, y0, a, y1), line.score)] + \
+            _split_columns(TextLine(tail, (b, y0, x1, y1), line.score), lines, h)
+    return [line]
+
+
 def _margin_bands(bands: list[list[TextLine]], h: float, page_height: float):
-    """A thin band alone at the top (bottom) of the page: a running head (foot, page number)."""
+    """A thin band alone at the top (bottom) of the page: a running head (foot, page number); or a
+    stamp of a few close-set lines there ("This is the author's version ... posted at ... doi: ..."),
+    returned as one band."""
     if len(bands) < 3:
         return [], []
 
@@ -486,8 +552,22 @@ def _margin_bands(bands: list[list[TextLine]], h: float, page_height: float):
     def gap(upper: list[TextLine], lower: list[TextLine]) -> float:
         return min(core(l)[0] for l in lower) - max(core(l)[1] for l in upper)
 
-    head = [bands[0]] if (thin(bands[0]) and gap(bands[0], bands[1]) >= 1.5 * h
-                          and max(l.box[3] for l in bands[0]) <= 0.15 * page_height) else []
-    tail = [bands[-1]] if (thin(bands[-1]) and gap(bands[-2], bands[-1]) >= 1.5 * h
-                           and min(l.box[1] for l in bands[-1]) >= 0.85 * page_height) else []
+    def stamp(group: list[list[TextLine]]) -> bool:
+        return all(thin(b) for b in group) and all(gap(a, b) < 0.8 * h for a, b in zip(group, group[1:])) \
+            and any(_STAMP.search(l.text) for b in group for l in b)
+
+    head: list[list[TextLine]] = []
+    tail: list[list[TextLine]] = []
+    for k in range(min(4, len(bands) - 2), 0, -1):
+        group = bands[:k]
+        if (thin(group[0]) if k == 1 else stamp(group)) and gap(group[-1], bands[k]) >= 1.5 * h \
+                and max(l.box[3] for b in group for l in b) <= 0.15 * page_height:
+            head = [[l for b in group for l in b]]
+            break
+    for k in range(min(4, len(bands) - 2 - len(head)), 0, -1):
+        group = bands[-k:]
+        if (thin(group[0]) if k == 1 else stamp(group)) and gap(bands[-k - 1], group[0]) >= 1.5 * h \
+                and min(l.box[1] for b in group for l in b) >= 0.85 * page_height:
+            tail = [[l for b in group for l in b]]
+            break
     return head, tail

@@ -51,10 +51,13 @@ def session(path: Path, threads: int = 1) -> ort.InferenceSession:
     opts.log_severity_level = 3
     # onnxruntime's arena keeps the activations' memory from one call to the next. Without it every
     # tensor over glibc's mmap threshold (memory.py fixes it at 1 MiB) is a fresh mapping whose pages
-    # fault in on first touch: on the dev corpus 5.3M page faults and 17 s of system time in 30 pages
-    # (tiny), against 0.76M and 2.5 s with it. The arena grows to the largest page and line seen, not
-    # with the page count (peak RSS about 1.0 GB against 0.77 GB there).
+    # fault in on first touch: on the dev corpus (tiny) 5.3M page faults and 17 s of system time in 30
+    # pages, against 0.74M and 2.4 s with it. Memory patterns (one block per input shape, planned for
+    # the whole graph) are off: with a new shape every call they only add to the peak (1.0 GB against
+    # 0.82 GB without; 0.77 GB with neither). The arena grows to the largest page and line, not with
+    # the page count.
     opts.enable_cpu_mem_arena = True
+    opts.enable_mem_pattern = False
     # Spinning threads burn CPU that the other workers (and other processes) need.
     opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])

@@ -4,7 +4,9 @@ Each page travels as a few buffers of several MB (the rendered bitmap, its RGB c
 made and freed by different threads. glibc's malloc raises its mmap threshold each time such a buffer is
 freed, after which they come from the heaps of the threads' arenas, which fragment and rarely shrink: peak
 RSS then creeps up with every page. A fixed threshold keeps every large buffer in its own mapping, handed
-back to the OS when freed, so memory stays flat however many pages a run has.
+back to the OS when freed, so memory stays flat however many pages a run has. (The embedded engine's
+onnxruntime sessions keep their activations in their own arenas instead, sized by the largest page rather
+than the page count, so they do not pay a fresh mapping's page faults on every call: engines/ppocr.py.)
 """
 
 from __future__ import annotations

@@ -104,6 +104,16 @@ def test_stray_cjk_output_is_dropped_on_a_latin_page():
     assert clean_texts(chinese) == chinese
 
 
+def test_angle_brackets_read_round_on_one_side_are_paired():
+    # what the recognizer makes of a manual's metavariables: one side of ⟨arg⟩ comes out round
+    texts = ["\\newcommand(cmd⟩{⟨definition)}", "r⟨token1)⟨token2⟩ and (x + y) < z (a > b)",
+             "E{(tokens⟩}{⟨defaults)}."]
+    assert clean_texts(texts) == ["\\newcommand⟨cmd⟩{⟨definition⟩}", "r⟨token1⟩⟨token2⟩ and (x + y) < z (a > b)",
+                                  "E{⟨tokens⟩}{⟨defaults⟩}."]
+    plain = ["See (a) and <b>, (c> d) stays as printed."]  # no angle bracket on the line: left alone
+    assert clean_texts(plain) == plain
+
+
 def test_a_page_that_fails_detection_fails_alone(rapid, monkeypatch):
     real = rapid._detect
 

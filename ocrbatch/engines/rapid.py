@@ -263,4 +263,21 @@ def clean_texts(texts: list[str]) -> list[str]:
         t = unicodedata.normalize("NFC", t.translate(_WESTERN))
         n = sum(1 for ch in t if _is_cjk(ch))
         out.append("" if n > 0.3 * max(1, len(t.strip())) else re.sub(r"\s+", " ", t).strip())
-    return out
+    return [pair_angle_brackets(t) for t in out]
+
+
+# an opening bracket, up to 40 characters with no bracket, and the closing one
+_BRACKETS = re.compile(r"([(⟨〈<])([^()⟨⟩〈〉<>\n]{1,40}?)([)⟩〉>])")
+
+
+def pair_angle_brackets(text: str) -> str:
+    """Mathematical angle brackets (⟨arg⟩: the metavariables of manuals and references, bra-kets) are
+    often read as a round bracket on one side: "⟨token)", "(token⟩". A pair with an angle bracket on one
+    side only is made angle on both."""
+    def pair(m: re.Match) -> str:
+        left, body, right = m.groups()
+        if (left in "⟨〈") != (right in "⟩〉"):
+            return f"⟨{body}⟩"
+        return m.group(0)
+
+    return _BRACKETS.sub(pair, text) if ("⟨" in text or "⟩" in text or "〈" in text or "〉" in text) else text

@@ -252,6 +252,10 @@ def serve(
     dpi: int = _opt("dpi", 150, "--dpi", help="Resolution for rendering PDF pages."),
     text_layer: str = _opt("text_layer", "auto", "--text-layer", help="PDF text layers: auto, off or only."),
     max_batch: int = _opt("max_batch", 8, "--max-batch", help="Most pages in one engine batch."),
+    schedule: str = _opt("schedule", "continuous", "--schedule",
+                         help="deepseek-ocr2: continuous (pages of every request leave and join the running "
+                              "batch between decoding steps) or static (whole batches)."),
+    quantize: str = _opt("quantize", "none", "--quantize", help="deepseek-ocr2 weights: none, int8 or nf4."),
     max_wait_ms: int = _opt("max_wait_ms", 200, "--max-wait-ms",
                             help="Longest a page waits for its batch to fill."),
     workers: Optional[int] = _opt("workers", None, "--workers", "-j", help="Decode threads (default: up to 4)."),
@@ -281,7 +285,7 @@ def serve(
         options = dict(engine=engine, model=model, dtype=dtype, prompt=prompt, max_new_tokens=max_new_tokens,
                        threads=threads, model_size=model_size, keep_furniture=keep_furniture, devices=devices,
                        dpi=dpi, text_layer=text_layer, max_batch=max_batch, max_wait_ms=max_wait_ms,
-                       workers=workers)
+                       workers=workers, schedule=schedule, quantize=quantize)
         return serve_main(options, config, verbose=verbose, quiet=quiet)
 
     _exit_with(run_server, verbose)

@@ -124,6 +124,8 @@ class ContinuousDecoder:
         # Most pages prefilled at once: what the device buffers were sized for (more join at the next step).
         self.group = engine.options.batch_pages or 1 << 30
         self.ahead = min(self.group, PREFILL_AHEAD)
+        text = getattr(self.model.config, "text_config", self.model.config)
+        self.sdpa = getattr(text, "_attn_implementation", None) == "sdpa"
         self.figures = SlotFigures()
         self.waiting: collections.deque[_Row] = collections.deque()
         self.running: _Rows | None = None
@@ -238,7 +240,10 @@ class ContinuousDecoder:
     def _decode(self) -> list[tuple[PageImage, Any, dict[str, Any]]]:
         run = self.running
         run.mask = torch.cat([run.mask, run.mask.new_ones((len(run), 1))], dim=1)
-        out = self.model(input_ids=run.last[:, None], attention_mask=run.mask, position_ids=run.pos[:, None],
+        # SDPA: the step's 4-D mask given ready-made (one token per row: the padding mask is all of it), which
+        # spares the model building it from the 2-D one at every step; other attentions take the 2-D mask.
+        mask = run.mask.bool()[:, None, None, :] if self.sdpa else run.mask
+        out = self.model(input_ids=run.last[:, None], attention_mask=mask, position_ids=run.pos[:, None],
                          cache=run.cache, use_cache=True, logits_to_keep=1)
         run.cache = out.cache
         run.pos += 1

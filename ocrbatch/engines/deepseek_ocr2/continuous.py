@@ -8,9 +8,12 @@ waiting pages join it between steps.
 
 A step is a forward pass of the language model over one token per row, with the KV cache (a transformers
 `DynamicCache`, tensors of batch × heads × length × dim per layer), the attention mask and explicit per-row
-position ids. Admitting pages prefills them together (left-padded among themselves, the tiles staged to the
-device just before and released just after), then merges their cache into the running one: both are
-left-padded with zeros to the longer length and concatenated on the batch axis, the mask 0 over the
+position ids (with SDPA the step's 4-D padding mask is passed ready-made, so the model does not rebuild it
+from the 2-D one at every step). When rows are free and no prefilled page is left, up to PREFILL_AHEAD
+waiting pages are prefilled together (left-padded among themselves, one vision pass and one forward, the
+tiles staged to the device just before and released just after); as many as rows are free join the running
+batch, the others wait prefilled, their cache kept, for the next rows that end. Joining merges caches: both
+are left-padded with zeros to the longer length and concatenated on the batch axis, the mask 0 over the
 padding. A row that ends is dropped from every cache tensor at once, and leading columns no row attends to
 any more are cut off. Greedy decoding then gives each page the tokens it gets alone (a test checks this
 against `generate`, token for token).
@@ -20,8 +23,9 @@ vectorised over rows of different lengths). A page that runs into the token limi
 (a loop the guard missed) joins the waiting pages again, with the stronger retry guard, instead of running
 alone; its second result is final.
 
-Figures for `ocrbatch bench`: `steps` (forward passes), `slot_steps` (rows × steps at the cap: what the
-device could have decoded) and `useful` (tokens the pages kept, end tokens included).
+Figures for `ocrbatch bench`: `steps` (forward passes), `slot_steps` (rows × steps at the cap, plus the
+rows of each prefill, which chooses their first token: what the device could have decoded) and `useful`
+(tokens chosen, end tokens included).
 """
 
 from __future__ import annotations
@@ -211,6 +215,9 @@ class ContinuousDecoder:
             unstage(prepared)  # the model has read the tiles: the buffers may take the next group
         self.figures.prefills += 1
         n = len(group)
+        # The prefill gives each row its first token: rows decoded, as generate's first step is for static.
+        self.figures.slot_steps += n
+        self.figures.row_steps += n
         hist = torch.full((n, self.width), NO_TOKEN, dtype=torch.long, device=self.device)
         hlen = torch.zeros(n, dtype=torch.long, device=self.device)
         first = self._choose(group, hist, hlen, out.logits[:, -1, :])

@@ -57,7 +57,7 @@ ITEMS = [
     ("mcrule-p5", "two-column-prose", "texlive-latex-extra-doc", "multicolrule/mcrule-examples.pdf", [5],
      "LPPL-1.3c (multicolrule)", "two columns of prose with rules between them and headings"),
     ("papertex-sheet", "large-small-type", "texlive-latex-extra-doc", "papertex/example/example.pdf", [1, 2, 3, 4],
-     "LPPL-1.3 (papertex)", "four A4 newspaper pages set 2x2 on one A2 sheet (3508x4961 px at 150 dpi): many small-type columns"),
+     "LPPL-1.3 (papertex)", "four A4 newspaper pages set 2x2 on one A2 sheet (2481x3508 px at 150 dpi): many small-type columns"),
 ]
 
 

@@ -156,3 +156,21 @@ def test_a_broadsheet_of_small_type_is_read_at_a_readable_scale(rapid):
     text = _flat(_read(rapid, im))
     found = [w for w in WORDS[:48] if re.search(rf"\b{w}\b", text)]
     assert len(found) >= 0.8 * 48, text
+
+
+def test_a_sheet_of_small_type_in_narrow_columns_is_read_column_by_column(rapid):
+    # An A2 sheet at 150 dpi (2480 x 3508 px) in small type: shrunk to 1280 px for the detector the
+    # lines are still found, but their boxes swell over the 30 px gutters and the columns run
+    # together; detected again at an A4 page's scale, the columns stay apart.
+    im = Image.new("RGB", (2480, 3508), "white")
+    d = ImageDraw.Draw(im)
+    font = _font(22)
+    width = int(d.textlength("mmmm and then the rest of it goes on", font=font))
+    for c in range(3):
+        for i, text in enumerate(f"{w} and then the rest of it goes on" for w in WORDS[9 * c: 9 * c + 9]):
+            d.text((120 + (width + 30) * c, 200 + 28 * i), text, font=font, fill="black")
+    md = _read(rapid, im)
+    assert "|" not in md, md
+    pos = [p for p in _positions(_flat(md), WORDS[:27]) if p >= 0]
+    assert len(pos) >= 24, md
+    assert pos == sorted(pos), md

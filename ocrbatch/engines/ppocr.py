@@ -64,8 +64,8 @@ class DetParams:
     box_thresh: float = 0.5  # mean probability a box needs to be kept
     unclip_ratio: float = 1.6  # how far a box grows around the detected text kernel
     max_candidates: int = 3000
-    min_text: float = 12.0  # line height (detector pixels) below which a page is detected again, larger
-    target_text: float = 20.0  # line height the second pass aims for
+    min_text: float = 15.0  # box height (detector pixels) below which a page is detected again, larger
+    target_text: float = 26.0  # box height the second pass aims for: about that of an A4 page at 150 dpi
     tile: int = 1280  # side of the tiles (detector pixels) a large page is detected in
     overlap: int = 160  # overlap between neighbouring tiles (detector pixels)
 

@@ -22,6 +22,9 @@ from ..records import TextLine
 from .geometry import body_height, core
 
 Column = tuple[int, ...]
+BLANK_BAND = 3.0  # a white band across a node this many body heights tall separates what is above and below
+BLOCK_GUTTER = 3.0  # a clean vertical white band this many body heights wide parts two blocks of prose
+PAD = 0.06  # horizontal padding of a detector box, as a fraction of its height
 FURNITURE = {("head",), ("foot",)}  # the columns of running heads and feet
 # a page number at either end of a line ("7", "Page 7", "2 / 86"), a year, a copyright or download stamp
 _FOLIO = re.compile(r"^\W*(?:page\s+)?\d{1,4}(?:\s*/\s*\d{1,4})?\b|\b\d{1,4}(?:\s*/\s*\d{1,4})?\W*$"
@@ -54,8 +57,7 @@ class _Cutter:
         self.h = body_height(lines)
         x0 = min(l.box[0] for l in lines)
         x1 = max(l.box[2] for l in lines)
-        self.text_width = max(1.0, x1 - x0)
-        self.min_vgap = 0.5 * self.h
+        self.min_vgap = 0.4 * self.h
 
     # -- gutters ------------------------------------------------------------------------
     def _is_entry_list(self, side: list[TextLine], gutter: float) -> bool:
@@ -77,11 +79,13 @@ class _Cutter:
                  for r in rows if len(r) == 2]
         return starts >= 0.8 * len(rows) and len(inner) >= 2 and max(inner) < 0.8 * gutter
 
-    def _is_text_column(self, side: list[TextLine]) -> bool:
+    def _is_text_column(self, side: list[TextLine], node_width: float) -> bool:
+        """A column of text: at least a fifth of the block being cut (`node_width` wide: the page, or
+        one page of a sheet) and mostly full lines, or ragged lines starting at one left edge."""
         if len(side) < 2:
             return False
         width = max(l.box[2] for l in side) - min(l.box[0] for l in side)
-        if width < max(0.2 * self.text_width, 8 * self.h):
+        if width < max(0.2 * node_width, 7 * self.h):
             return False
         widths = sorted(l.box[2] - l.box[0] for l in side)
         if widths[(3 * len(widths)) // 4] >= 0.6 * width:
@@ -92,44 +96,60 @@ class _Cutter:
         aligned = sum(1 for l in side if l.box[0] - left <= 2.5 * self.h)
         return len(side) >= 4 and widths[(3 * len(widths)) // 4] >= 0.35 * width and aligned >= 0.7 * len(side)
 
-    def _is_columns(self, side: list[TextLine], depth: int, gutter: float) -> bool:
+    def _is_prose_block(self, side: list[TextLine]) -> bool:
+        """A block of running text, however it is set inside (a page of a sheet, a story in its own
+        columns): many lines, most of them several words long and wide."""
+        if len(side) < 8:
+            return False
+        prose = sum(1 for l in side if len(l.text.split()) >= 4 and l.box[2] - l.box[0] >= 6 * self.h)
+        return prose >= 0.5 * len(side)
+
+    def _is_columns(self, side: list[TextLine], depth: int, gutter: float, node_width: float) -> bool:
         """A side of a gutter `gutter` wide is text set in columns: one text column or list of
         entries, or several side by side (the right side of the first gutter of a three-column
         page holds two columns)."""
-        if self._is_text_column(side) or self._is_entry_list(side, gutter):
+        if self._is_text_column(side, node_width) or self._is_entry_list(side, gutter):
             return True
-        return depth < 4 and len(side) >= 4 and self.gutter(side, depth + 1) is not None
+        return depth < 4 and len(side) >= 4 and self.gutter(side, depth + 1, node_width) is not None
 
-    def gutter(self, lines: list[TextLine], depth: int = 0):
+    def gutter(self, lines: list[TextLine], depth: int = 0, node_width: float | None = None):
         """The best split of `lines` at a gutter: (left, right, strip), or None.
 
         `strip` runs from the left column's right edge to the right column's left edge; a line
         covering most of it crosses the gutter.
         """
         best, best_key = None, None
+        if node_width is None:
+            node_width = _width(lines)
         n = len(lines)
+        # The detector pads each box on every side; across a narrow gutter the padded boxes of two
+        # columns touch. Gutters are looked for between the boxes' ink, trimmed of that padding.
+        ink = {id(l): _ink(l) for l in lines}
         runs = {r for limit in sorted({0, 1, 2, 3, n // 10, n // 5, (35 * n) // 100})
-                for r in _sparse_runs(lines, limit, self.min_vgap)}
+                for r in _sparse_runs(list(ink.values()), limit, self.min_vgap)}
         for r0, r1 in sorted(runs):
             mid = (r0 + r1) / 2
             left = [l for l in lines if (l.box[0] + l.box[2]) / 2 < mid]
             right = [l for l in lines if (l.box[0] + l.box[2]) / 2 >= mid]
             if len(left) < 2 or len(right) < 2:
                 continue
-            inner_left = [l.box[2] for l in left if l.box[2] <= r1]
-            inner_right = [l.box[0] for l in right if l.box[0] >= r0]
+            inner_left = [ink[id(l)].box[2] for l in left if ink[id(l)].box[2] <= r1]
+            inner_right = [ink[id(l)].box[0] for l in right if ink[id(l)].box[0] >= r0]
             if not inner_left or not inner_right:
                 continue
             a, b = _quantile(inner_left, 0.9), _quantile(inner_right, 0.1)
             if b - a < 0.5 * self.min_vgap:
                 continue
             strip = (a, b)
-            crossing = [l for l in lines if _covers(l, strip) >= 0.6]
-            left = [l for l in left if _covers(l, strip) < 0.6]
-            right = [l for l in right if _covers(l, strip) < 0.6]
+            crossing = [l for l in lines if _covers(ink[id(l)], strip) >= 0.6]
+            left = [l for l in left if _covers(ink[id(l)], strip) < 0.6]
+            right = [l for l in right if _covers(ink[id(l)], strip) < 0.6]
             if len(crossing) > 0.5 * (len(left) + len(right)):
                 continue
-            if not (self._is_columns(left, depth, b - a) and self._is_columns(right, depth, b - a)):
+            if not (self._is_columns(left, depth, b - a, node_width) and
+                    self._is_columns(right, depth, b - a, node_width)) \
+                    and not (not crossing and b - a >= BLOCK_GUTTER * self.h
+                             and self._is_prose_block(left) and self._is_prose_block(right)):
                 continue
             key = (min(len(left), len(right)), b - a)
             if best_key is None or key > best_key:
@@ -162,19 +182,55 @@ class _Cutter:
             for line in ordered[1:]:
                 top = core(line)[0]
                 if top - reach >= 2 * self.h:
-                    facing = [l for l in b if core(l)[1] > reach and core(l)[0] < top]
+                    # lines of the other column within the blank stretch (not level with its ends)
+                    facing = [l for l in b if core(l)[1] > reach + 0.3 * self.h and core(l)[0] < top - 0.3 * self.h]
                     width = max(l.box[2] for l in b) - min(l.box[0] for l in b)
                     ends = [core(l)[1] for l in b if core(l)[1] <= reach + 0.6 * self.h and l not in facing]
                     starts = [core(l)[0] for l in b if core(l)[0] >= top - 0.6 * self.h and l not in facing]
                     # balanced: the other column ends and starts again where this one does
                     inside = len(facing) == 1 and core(facing[0])[0] > reach + 0.3 * self.h \
                         and core(facing[0])[1] < top - 0.3 * self.h  # not level with this column's lines
+                    if inside:  # the title stands apart in its column too, not one line of a listing
+                        c0, c1 = core(facing[0])
+                        inside = not any(c0 - self.h < core(l)[1] <= c0 or c1 <= core(l)[0] < c1 + self.h
+                                         for l in b if l is not facing[0])
                     if inside and facing[0].box[2] - facing[0].box[0] < 0.6 * width \
                             and ends and starts and abs(max(ends) - reach) <= 0.6 * self.h \
                             and abs(min(starts) - top) <= 0.6 * self.h:
                         return reach
                 reach = max(reach, core(line)[1])
         return None
+
+    def _blank_bands(self, lines: list[TextLine]) -> list[list[TextLine]]:
+        """`lines` cut at horizontal white bands across their whole width, taller than any space
+        between paragraphs or around a heading: what lies above and below is read apart, top to
+        bottom, before any column is looked for (stories of a newspaper, pages set together on one
+        sheet). Columns that flow on past such a band in both columns at once are rare."""
+        out: list[list[TextLine]] = []
+        reach = None
+        for band in self.bands(lines):
+            top = min(core(l)[0] for l in band)
+            if reach is None or top - reach >= BLANK_BAND * self.h:
+                out.append(list(band))
+            else:
+                out[-1] += band
+            reach = max(core(l)[1] for l in band) if reach is None else max(reach, max(core(l)[1] for l in band))
+        return out
+
+    def _blocks_in_rows(self, lines: list[TextLine], sections: list[list[TextLine]]) -> bool:
+        """Are the `sections` (cut at white bands across the node) rows of blocks, each set in columns
+        of its own (pages on a sheet, stories of a newspaper), rather than the sections of columns
+        that run on below the band (a reference card's columns of short sections)?"""
+        split = self.gutter(lines)
+        if split is None:
+            return True
+        for side in split[:2]:
+            ids = {id(l) for l in side}
+            for section in sections:
+                part = [l for l in section if id(l) in ids]
+                if self._is_prose_block(part) and self.gutter(part) is not None:
+                    return True
+        return False
 
     def _spanned(self, lines: list[TextLine]) -> list[list[TextLine]]:
         """`lines` cut into horizontal sections at the bands holding a line that spans most of
@@ -202,7 +258,11 @@ class _Cutter:
     def cut(self, lines: list[TextLine], column: Column, depth: int = 0) -> list[Region]:
         if len(lines) <= 1 or depth > 30:
             return [Region(lines, column)]
-        sections = self._spanned(lines)
+        sections = self._blank_bands(lines)
+        if len(sections) > 1 and not self._blocks_in_rows(lines, sections):
+            sections = [lines]
+        if len(sections) == 1:
+            sections = self._spanned(lines)
         if len(sections) > 1:
             out: list[Region] = []
             for section in sections:
@@ -210,6 +270,7 @@ class _Cutter:
             return out
         split = self.gutter(lines)
         if split is not None:
+            lines, split = _without_ornaments(lines, split, self.h)
             y = self._section_break(split[0], split[1])
             if y is not None:
                 above = [l for l in lines if sum(core(l)) / 2 < y]
@@ -235,8 +296,9 @@ class _Cutter:
             if run:
                 left = [l for l in run if id(l) in left_ids]
                 right = [l for l in run if id(l) not in left_ids]
-                if len(run) == len(lines) or (self._is_columns(left, 0, strip[1] - strip[0]) and
-                                              self._is_columns(right, 0, strip[1] - strip[0])):
+                node_width = _width(lines)
+                if len(run) == len(lines) or (self._is_columns(left, 0, strip[1] - strip[0], node_width) and
+                                              self._is_columns(right, 0, strip[1] - strip[0], node_width)):
                     out.extend(self.cut(left, column + (0,), depth + 1) if left else [])
                     out.extend(self.cut(right, column + (1,), depth + 1) if right else [])
                 else:  # this stretch is no two-column text (a table, a form): cut it on its own
@@ -253,7 +315,9 @@ class _Cutter:
         def bridges(band: list[TextLine]) -> bool:
             """A wide equation or figure label row set across the gutter: pieces on both sides that
             reach into the gutter, none of them a column's line (starting at its edge, or long)."""
-            if _union_cover(band, strip) >= 0.6:
+            # a right column's line starting at its edge may reach into a narrow gutter by its padding
+            if _union_cover([l for l in band if id(l) in left_ids or abs(l.box[0] - right_edge) > 0.5 * self.h],
+                            strip) >= 0.6:
                 return True
             lefts = [l for l in band if id(l) in left_ids]
             rights = [l for l in band if id(l) not in left_ids]
@@ -262,14 +326,52 @@ class _Cutter:
             return bool(lefts and rights) and into_gutter and not any(column_text(l, left_edge) for l in lefts) \
                 and not any(column_text(l, right_edge) for l in rights)
 
+        # Consecutive bands across the gutter are cut together: a block set in other columns than
+        # the rest (a two-column story under a four-column one) is read in its own columns.
+        across: list[list[TextLine]] = []
+
+        def flush_across() -> None:
+            if sum(len(b) for b in across) == len(lines) or len(across) < 3:
+                for b in across:
+                    out.extend(self.cut(b, column, depth + 1))
+            elif across:
+                out.extend(self.cut([l for b in across for l in b], column, depth + 1))
+            across.clear()
+
         for band in self.bands(lines):
             if bridges(band):
                 flush()
-                out.extend(self.cut(band, column, depth + 1))
+                across.append(band)
             else:
+                flush_across()
                 run.extend(band)
         flush()
+        flush_across()
         return out
+
+
+def _without_ornaments(lines: list[TextLine], split, h: float):
+    """`lines` and `split` less the ornaments of the gutter: a rule of dots or circles, a dingbat
+    between the columns, read as "o", "0" or "•" (one or two characters lying inside the gutter)."""
+    a, b = split[2]
+    texts = [l.box[0] for l in split[1] if len(l.text.strip()) > 2]  # where the right column's text starts
+    b = max(b, _quantile(texts, 0.1)) if texts else b
+    junk = {id(l) for l in lines if len(l.text.strip()) <= 2 and l.box[0] >= a - 0.5 * h and l.box[2] <= b + 0.5 * h}
+    if not junk:
+        return lines, split
+    keep = [l for l in lines if id(l) not in junk]
+    return keep, ([l for l in split[0] if id(l) not in junk], [l for l in split[1] if id(l) not in junk], split[2])
+
+
+def _ink(line: TextLine) -> TextLine:
+    """`line` with its box narrowed by the detector's padding (a fraction of its height a side)."""
+    x0, y0, x1, y1 = line.box
+    pad = min(PAD * (y1 - y0), 0.25 * (x1 - x0))
+    return TextLine(line.text, (x0 + pad, y0, x1 - pad, y1), line.score)
+
+
+def _width(lines: list[TextLine]) -> float:
+    return max(1.0, max(l.box[2] for l in lines) - min(l.box[0] for l in lines))
 
 
 def _quantile(values: list[float], q: float) -> float:
@@ -316,6 +418,7 @@ def reading_order(lines: Sequence[TextLine], page_height: float) -> list[Region]
     lines = [l for l in lines if l.text.strip()]
     if not lines:
         return []
+    lines = split_merged(lines, body_height(lines))
     cutter = _Cutter(lines)
     bands = cutter.bands(list(lines))
     head, tail = _margin_bands(bands, cutter.h, page_height)
@@ -325,6 +428,51 @@ def reading_order(lines: Sequence[TextLine], page_height: float) -> list[Region]
         regions += cutter.cut(body, ())
     regions += [Region(b, ("foot",)) for b in tail]
     return regions
+
+
+def split_merged(lines: list[TextLine], h: float) -> list[TextLine]:
+    """Lines the detector ran across a narrow gutter, cut back into their two columns' lines.
+
+    Such a box starts where the left column's lines start and ends where the right column's lines
+    end, and the lines just above and below it stop short of a narrow strip and start again after it,
+    at the same places. A title or a wide equation across the gutter is centred, or has no
+    column lines around it at both sides, and stays whole."""
+    for _ in range(4):  # a line cut apart gives its neighbours' test two more column lines
+        out: list[TextLine] = []
+        for line in lines:
+            out += _split_one(line, lines, h)
+        if len(out) == len(lines):
+            break
+        lines = out
+    return lines
+
+
+def _split_one(line: TextLine, lines: list[TextLine], h: float) -> list[TextLine]:
+    x0, y0, x1, y1 = line.box
+    words = line.text.split()
+    if x1 - x0 < 10 * h or len(words) < 6:
+        return [line]
+    cy = (y0 + y1) / 2
+    near = [l for l in lines if l is not line and abs((l.box[1] + l.box[3]) / 2 - cy) <= 6 * h
+            and l.box[0] >= x0 - h and l.box[2] <= x1 + h and l.box[2] - l.box[0] < 0.8 * (x1 - x0)]
+    left = [l for l in near if abs(l.box[0] - x0) <= h and l.box[2] <= x1 - 6 * h]
+    right = [l for l in near if l.box[0] >= x0 + 6 * h and abs(l.box[2] - x1) <= 2 * h]
+    if len(left) < 3 or len(right) < 3:
+        return [line]
+    a = _quantile([l.box[2] for l in left], 0.9)
+    b = _quantile([l.box[0] for l in right], 0.1)
+    # padded boxes of the two columns may overlap a little across a narrow gutter
+    if not -h <= b - a <= 3 * h or any(l.box[0] < min(a, b) - 2 * h and l.box[2] > max(a, b) + 2 * h
+                                       for l in near):
+        return [line]
+    # the text is cut at the word boundary nearest the gutter, placing characters evenly in the box
+    at = len(line.text) * ((a + b) / 2 - x0) / (x1 - x0)
+    spaces = [i for i, ch in enumerate(line.text) if ch == " "]
+    cut = min(spaces, key=lambda i: abs(i - at))
+    head, tail = line.text[:cut].strip(), line.text[cut:].strip()
+    if len(head.split()) < 3 or len(tail.split()) < 3:
+        return [line]
+    return [TextLine(head, (x0, y0, a, y1), line.score), TextLine(tail, (b, y0, x1, y1), line.score)]
 
 
 def _margin_bands(bands: list[list[TextLine]], h: float, page_height: float):

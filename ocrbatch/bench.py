@@ -8,9 +8,13 @@
     a row as each run ends: pages/s, tokens/s, slot efficiency, NVML utilization, peak VRAM, buffer
     allocations after warm-up, × the loop
 
-Lengths: with `--lengths mix` each page ends after a drawn number of tokens, log-normal around a median of
-an eighth of --max-new-tokens, and one page in twenty runs to the limit (a loop), as real pages do; with
-`fixed` every page generates exactly --max-new-tokens. The model never ends a page by itself (its end token
+Lengths: with `--lengths mix` each page ends after a drawn number of tokens, log-normal (sigma 0.6) around
+--median-tokens, and one page in twenty runs to the limit --max-new-tokens (a loop), as real pages do: issue
+#14's mix is a median of 1,000 tokens with the engine's limit of 8,192, and by default the median keeps that
+proportion to whatever limit is chosen (8,192 → 1,000; tiny's default 2,048 → 250: a quarter of the real
+lengths, so that a CPU run takes minutes; the model's per-page prefill, the same in either schedule, weighs
+more the shorter the pages). The heading prints the mix drawn. With `fixed` every page generates exactly
+--max-new-tokens. The model never ends a page by itself (its end token
 is taken out), so the work is the same between runs. Slot efficiency is useful tokens ÷ (rows × decoding
 steps): what share of the rows a device decodes carried a page's token rather than padding (static: a
 batch lives as long as its longest page) or an empty row. Pages/s is the worker's: pages over the time from
@@ -40,9 +44,10 @@ PAGE_SIZE = (1241, 1754)  # A4 at 150 dpi: six crops, the common case
 TINY_PAGE_SIZE = (740, 560)  # one tile, no crops: on a CPU the tiny vision tower would otherwise dominate
 MIX_LOOPS = 0.05  # pages of the mix that run to the limit
 MIX_SIGMA = 0.6  # spread of the log-normal lengths
+MIX_MEDIAN_SHARE = 1000 / 8192  # median ÷ limit: issue #14's median of 1,000 tokens at the limit of 8,192
 DRAWN_PAGES = 8  # distinct drawn pages; more are copies (the model's work per page is the same anyway)
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".tif", ".tiff", ".webp", ".bmp"}
-DEFAULT_TOKENS = {("full", "fixed"): 128, ("tiny", "fixed"): 8, ("full", "mix"): 1024, ("tiny", "mix"): 768}
+DEFAULT_TOKENS = {("full", "fixed"): 128, ("tiny", "fixed"): 8, ("full", "mix"): 1024, ("tiny", "mix"): 2048}
 
 
 @dataclass(frozen=True)
@@ -58,6 +63,7 @@ class BenchConfig:
     budget_s: float | None = None  # start no new batch size after this
     lengths: str = "mix"  # mix | fixed
     schedules: tuple[str, ...] = ("static", "continuous")
+    median_tokens: int | None = None  # the mix's median; None: MIX_MEDIAN_SHARE of the limit
 
     def __post_init__(self) -> None:
         if self.arch not in ("tiny", "full"):
@@ -74,10 +80,16 @@ class BenchConfig:
             raise UsageError(f"--lengths {self.lengths}: choose mix or fixed")
         if not self.schedules or set(self.schedules) - {"static", "continuous"}:
             raise UsageError("--schedules: give static, continuous or both")
+        if self.median_tokens is not None and not 1 <= self.median_tokens < self.tokens:
+            raise UsageError(f"--median-tokens must be at least 1 and below --max-new-tokens ({self.tokens})")
 
     @property
     def tokens(self) -> int:
         return self.max_new_tokens or DEFAULT_TOKENS[(self.arch, self.lengths)]
+
+    @property
+    def median(self) -> int:
+        return self.median_tokens or max(1, round(self.tokens * MIX_MEDIAN_SHARE))
 
     def pages_for(self, batch: int) -> int:
         return self.pages or max(8, 6 * batch)
@@ -114,6 +126,10 @@ class BenchResult:
     build_s: float
     lengths: str = "fixed"
     median_tokens: float | None = None  # of the drawn lengths (mix)
+    mix_median: int | None = None  # the median asked for (mix)
+    mix_sigma: float | None = None
+    pages_drawn: int | None = None  # pages whose lengths were drawn (the most any row used)
+    pages_to_limit: int | None = None  # of those, pages that run to the limit (mix)
 
 
 def parse_sizes(text: str) -> tuple[int, ...]:
@@ -147,14 +163,16 @@ def run_bench(cfg: BenchConfig, say: Callable[[str], None] = lambda line: None,
         build_s = time.monotonic() - t0
         need = max(max(cfg.pages_for(b) for b in cfg.batch_sizes), cfg.loop_pages + 1)
         pages = _pages(work / "pages", need, cfg.pages_dir, PAGE_SIZE if full else TINY_PAGE_SIZE)
-        lengths = draw_lengths([p.name for p in pages], cfg.tokens) if cfg.lengths == "mix" else ()
+        lengths = draw_lengths([p.name for p in pages], cfg.tokens, cfg.median) if cfg.lengths == "mix" else ()
         say(f"per-page loop on {cfg.loop_pages} pages")
         loop_rate, facts = _loop(model, pages[:cfg.loop_pages + 1], cfg.tokens, device, lengths)
         w, h = _size(pages[0])
         drawn = sorted(n for _, n in lengths)
+        mix = cfg.lengths == "mix"
         result = BenchResult(cfg.arch, device, facts["dtype"], facts["params_m"], cfg.tokens, f"{w}x{h}",
                              cfg.loop_pages, loop_rate, [], build_s, cfg.lengths,
-                             drawn[len(drawn) // 2] if drawn else None)
+                             drawn[len(drawn) // 2] if drawn else None, cfg.median if mix else None,
+                             MIX_SIGMA if mix else None, len(pages), len(pages) - len(drawn) if mix else None)
         for batch in cfg.batch_sizes:
             n = cfg.pages_for(batch)
             for schedule in cfg.schedules:
@@ -172,13 +190,13 @@ def run_bench(cfg: BenchConfig, say: Callable[[str], None] = lambda line: None,
         shutil.rmtree(work, ignore_errors=True)
 
 
-def draw_lengths(names: list[str], limit: int, seed: int = 0) -> tuple[tuple[str, int], ...]:
-    """(page name, tokens) for the pages that end: log-normal around a median of limit / 8, one page in
-    twenty left out (it runs to the limit, as a loop does)."""
+def draw_lengths(names: list[str], limit: int, median: int | None = None, seed: int = 0) -> tuple[tuple[str, int], ...]:
+    """(page name, tokens) for the pages that end: log-normal around `median` (default MIX_MEDIAN_SHARE of
+    the limit), one page in twenty left out (it runs to the limit, as a loop does)."""
     import random
 
     rng = random.Random(seed)
-    median = max(1, limit // 8)
+    median = median or max(1, round(limit * MIX_MEDIAN_SHARE))
     out = []
     for name in names:
         if rng.random() < MIX_LOOPS:
@@ -335,7 +353,9 @@ COLUMNS = (("batch", 5), ("schedule", 10), ("pages", 5), ("pages/s", 8), ("token
 
 
 def heading(result: BenchResult) -> str:
-    mix = (f"lengths drawn: median {result.median_tokens} tokens, 1 page in 20 to the limit of {result.tokens}"
+    mix = (f"lengths log-normal, median {result.mix_median} tokens, sigma {result.mix_sigma}, 1 page in 20 to the limit "
+           f"of {result.tokens} (drawn: median {result.median_tokens}, {result.pages_to_limit} of "
+           f"{result.pages_drawn} pages to the limit)"
            if result.lengths == "mix" else f"{result.tokens} tokens per page")
     return "\n".join([
         f"ocrbatch bench: random DeepSeek-OCR-2 ({result.arch}, {result.params_m:,.1f}M parameters) on "

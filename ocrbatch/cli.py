@@ -197,7 +197,7 @@ def bench(
     pages_dir: Optional[Path] = typer.Option(None, "--pages-dir",
                                              help="Page images to use (cycled) instead of drawn A4 pages."),
     max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens",
-                                                 help="Most tokens a page generates (default: 1024 full, 768 tiny "
+                                                 help="Most tokens a page generates (default: 1024 full, 2048 tiny "
                                                       "with --lengths mix; 128 and 8 fixed)."),
     loop_pages: int = typer.Option(4, "--loop-pages", help="Pages timed in the per-page loop baseline."),
     device: str = typer.Option("auto", "--device", help="auto (cuda:0 for full, cpu for tiny), cpu, 0 or cuda:1."),
@@ -205,8 +205,12 @@ def bench(
     budget_s: Optional[float] = typer.Option(None, "--budget-s", metavar="SECONDS",
                                              help="Start no new batch size after this many seconds."),
     lengths: str = typer.Option("mix", "--lengths",
-                                help="mix: page lengths drawn log-normal (median a 1/8 of --max-new-tokens, 1 in "
-                                     "20 to the limit); fixed: every page --max-new-tokens."),
+                                help="mix: page lengths drawn log-normal around --median-tokens, 1 in 20 to the "
+                                     "limit --max-new-tokens; fixed: every page --max-new-tokens."),
+    median_tokens: Optional[int] = typer.Option(None, "--median-tokens",
+                                                help="The mix's median length (default: 1000/8192 of "
+                                                     "--max-new-tokens, the realistic mix's proportion: "
+                                                     "--max-new-tokens 8192 gives its median of 1000)."),
     schedules: str = typer.Option("static,continuous", "--schedules", help="Schedules to run, one row each."),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON instead of a table."),
     quiet: bool = typer.Option(False, "-q", "--quiet", help="No progress lines on stderr."),
@@ -221,7 +225,7 @@ def bench(
 
         config = BenchConfig(arch=arch, batch_sizes=parse_sizes(batch_sizes), pages=pages, pages_dir=pages_dir,
                              max_new_tokens=max_new_tokens, loop_pages=loop_pages, device=device, workers=workers,
-                             budget_s=budget_s, lengths=lengths,
+                             budget_s=budget_s, lengths=lengths, median_tokens=median_tokens,
                              schedules=tuple(p.strip() for p in schedules.split(",") if p.strip()))
         return bench_main(config, json_out=as_json, quiet=quiet)
 
@@ -248,6 +252,10 @@ def serve(
     dpi: int = _opt("dpi", 150, "--dpi", help="Resolution for rendering PDF pages."),
     text_layer: str = _opt("text_layer", "auto", "--text-layer", help="PDF text layers: auto, off or only."),
     max_batch: int = _opt("max_batch", 8, "--max-batch", help="Most pages in one engine batch."),
+    schedule: str = _opt("schedule", "continuous", "--schedule",
+                         help="deepseek-ocr2: continuous (pages of every request leave and join the running "
+                              "batch between decoding steps) or static (whole batches)."),
+    quantize: str = _opt("quantize", "none", "--quantize", help="deepseek-ocr2 weights: none, int8 or nf4."),
     max_wait_ms: int = _opt("max_wait_ms", 200, "--max-wait-ms",
                             help="Longest a page waits for its batch to fill."),
     workers: Optional[int] = _opt("workers", None, "--workers", "-j", help="Decode threads (default: up to 4)."),
@@ -277,7 +285,7 @@ def serve(
         options = dict(engine=engine, model=model, dtype=dtype, prompt=prompt, max_new_tokens=max_new_tokens,
                        threads=threads, model_size=model_size, keep_furniture=keep_furniture, devices=devices,
                        dpi=dpi, text_layer=text_layer, max_batch=max_batch, max_wait_ms=max_wait_ms,
-                       workers=workers)
+                       workers=workers, schedule=schedule, quantize=quantize)
         return serve_main(options, config, verbose=verbose, quiet=quiet)
 
     _exit_with(run_server, verbose)

@@ -47,14 +47,26 @@ def test_bench_tiny_prints_a_row_per_batch_size(one_thread):
 
 def test_bench_on_the_length_mix_continuous_wastes_fewer_rows_than_static(one_thread):
     r = CliRunner().invoke(app, ["bench", "--arch", "tiny", "--batch-sizes", "4", "--pages", "12",
-                                 "--max-new-tokens", "48", "--loop-pages", "1", "-j", "1", "--json", "-q"])
+                                 "--max-new-tokens", "48", "--median-tokens", "12", "--loop-pages", "1", "-j", "1",
+                                 "--json", "-q"])
     assert r.exit_code == 0, (r.stderr, r.exception)
     result = json.loads(r.stdout)
-    assert result["lengths"] == "mix" and 1 <= result["median_tokens"] <= 47
+    assert result["lengths"] == "mix" and result["mix_median"] == 12 and 6 <= result["median_tokens"] <= 24
+    assert result["pages_drawn"] == 12 and 0 <= result["pages_to_limit"] <= 12
     rows = {row["schedule"]: row for row in result["rows"]}
     assert set(rows) == {"static", "continuous"} and all(row["pages"] == 12 for row in rows.values())
     # The same pages and lengths: the same useful tokens; static pads every batch to its longest page.
     assert rows["static"]["slot_efficiency"] < rows["continuous"]["slot_efficiency"] <= 1.0
+
+
+def test_bench_mix_heading_says_the_mix_it_drew_and_refuses_a_median_past_the_limit(one_thread):
+    r = CliRunner().invoke(app, ["bench", "--arch", "tiny", "--batch-sizes", "2", "--pages", "2", "--max-new-tokens",
+                                 "16", "--loop-pages", "1", "-j", "1", "--schedules", "continuous"])
+    assert r.exit_code == 0, (r.stderr, r.exception)
+    assert re.search(r"; lengths log-normal, median 2 tokens, sigma 0\.6, 1 page in 20 to the limit of 16 "
+                     r"\(drawn: median \d+, \d of 2 pages to the limit\); pages 740x560$", r.stdout.splitlines()[0])
+    r = CliRunner().invoke(app, ["bench", "--arch", "tiny", "--max-new-tokens", "16", "--median-tokens", "16"])
+    assert r.exit_code == 2 and "--median-tokens must be at least 1 and below --max-new-tokens (16)" in r.stderr
 
 
 def test_bench_json_and_a_budget_that_skips_the_rest(one_thread):

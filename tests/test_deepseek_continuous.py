@@ -82,31 +82,35 @@ def test_rows_that_join_and_leave_get_the_tokens_of_a_single_page_generate(never
     pages = [engine.prepare(p) for p in pages_of(tmp_path)]
     assert [p.prepared.crops for p in pages] == [0, 2, 3, 6, 0, 2]
     try:
-        decoder = engine.decoder()
-        got, widths = {}, []
-        joins = {0: pages[:2], 2: pages[2:4], 6: pages[4:]}  # pages join at steps 0, 2 and 6
-        step = 0
-        while step < 200 and (joins or not decoder.idle()):
-            if step in joins:
-                decoder.add(joins.pop(step))
-            for page, gen, info in decoder.step(rows=3):
-                got[page.ref.source.path.name] = (gen, info)
-            widths.append(decoder.active)
-            step += 1
-        assert decoder.idle() and len(got) == 6
-        assert max(widths) == 3  # never more rows than asked for
+        alone = {}
         for page in pages:
             name = page.ref.source.path.name
-            gen, info = got[name]
-            guard = RETRY_GUARD if name == "p4.png" else GUARD
-            alone = generate_alone(engine, page, guard)
-            assert (gen.tokens, gen.ended) == (alone.tokens, alone.ended), name
-            if name in ends:
-                assert gen.ended and len(gen.tokens) == ends[name]
-        assert got["p4.png"][1].get("retried") and not got["p4.png"][0].ended
-        assert len(got["p4.png"][0].tokens) == 14
-        assert got["p5.png"][1]["joined_step"] > 0  # prefilled while other rows were decoding
-        assert decoder.figures.useful <= decoder.figures.slot_steps
+            alone[name] = generate_alone(engine, page, RETRY_GUARD if name == "p4.png" else GUARD)
+        # Pages joining at steps 0, 2 and 6 with 3 rows; then all six at once with 2 rows: one prefill for
+        # the six, four of them waiting prefilled while two decode (and p4's retry prefilled on its own).
+        for rows, joins in ((3, {0: pages[:2], 2: pages[2:4], 6: pages[4:]}), (2, {0: pages})):
+            decoder = engine.decoder()
+            got, widths = {}, []
+            step = 0
+            while step < 200 and (joins or not decoder.idle()):
+                if step in joins:
+                    decoder.add(joins.pop(step))
+                for page, gen, info in decoder.step(rows=rows):
+                    got[page.ref.source.path.name] = (gen, info)
+                widths.append(decoder.active)
+                step += 1
+            assert decoder.idle() and len(got) == 6
+            assert max(widths) == rows  # never more rows than asked for
+            for name, (gen, info) in got.items():
+                assert (gen.tokens, gen.ended) == (alone[name].tokens, alone[name].ended), (rows, name)
+                if name in ends:
+                    assert gen.ended and len(gen.tokens) == ends[name]
+            assert got["p4.png"][1].get("retried") and not got["p4.png"][0].ended
+            assert len(got["p4.png"][0].tokens) == 14
+            assert got["p5.png"][1]["joined_step"] > 0  # prefilled, then waited while other rows were decoding
+            # Every row computed (a prefill's first tokens included) chose one token: slot efficiency ≤ 1.
+            assert decoder.figures.useful == decoder.figures.row_steps <= decoder.figures.slot_steps
+        assert decoder.figures.prefills == 2
     finally:
         engine.release(pages)
         engine.close()

@@ -335,3 +335,44 @@ def test_help_imports_no_server_or_torch():
             "print(sorted(m for m in ('starlette', 'uvicorn', 'torch', 'prometheus_client') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_deepseek_pages_of_concurrent_requests_decode_continuously_as_they_would_alone(tmp_path, pool):
+    """The tiny random DeepSeek-OCR-2 served with continuous decoding (the default): pages of concurrent
+    requests share the running rows, each page's Markdown what the engine gives it alone."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    if not hasattr(transformers, "DeepseekOcr2ForConditionalGeneration"):
+        pytest.skip("transformers has no DeepSeek-OCR-2 model")
+    from ocrbatch.config import EngineOptions
+    from ocrbatch.engines.deepseek_ocr2.engine import DeepseekOcr2Engine
+    from test_deepseek_ocr2 import page_image
+    from tiny_deepseek import build
+
+    threads = torch.get_num_threads()
+    model = build(tmp_path / "model")
+    paths = []
+    for i, size in enumerate([(700, 500), (1400, 700), (620, 877)]):
+        paths.append(tmp_path / f"p{i}.png")
+        draw_page(f"Page {i}\n" + "words " * (2 + i), size=size).save(paths[-1])
+    args = ["--engine", "deepseek-ocr2", "--model", str(model), "--devices", "cpu", "--max-new-tokens", "12",
+            "--threads", "1", "--max-wait-ms", "20"]
+    p = subprocess.run([sys.executable, str(ROOT / "tests" / "serve_main.py"), "serve", "--port", "0", *args,
+                        "--schedule", "sideways"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "--schedule sideways: choose continuous or static" in p.stderr
+    srv = Server(tmp_path / "srv", *args)
+    try:
+        served = list(pool.map(lambda path: srv.convert(path.read_bytes(), filename=path.name), paths))
+    finally:
+        assert srv.stop() == 0
+    engine = DeepseekOcr2Engine(EngineOptions(model=str(model), max_new_tokens=12, threads=1))
+    engine.load("cpu")
+    try:
+        for path, r in zip(paths, served):
+            assert r.status_code == 200, r.text
+            page = r.json()["pages"][0]
+            alone = engine.infer([page_image(path)])[0]
+            assert (page["markdown"], page["status"]) == (alone.markdown, alone.status.value), path.name
+    finally:
+        engine.close()
+        torch.set_num_threads(threads)

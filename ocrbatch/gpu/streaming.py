@@ -1,13 +1,13 @@
 """Iteration-level scheduling on one device: the infer worker's loop when its engine decodes continuously
 (`Engine.decoder()`, e.g. engines/deepseek_ocr2/continuous.py).
 
-    take batches while fewer pages wait than rows are free    (blocking only when nothing runs)
+    take batches while fewer pages wait than it wants        (blocking only when nothing runs)
     decoder.step(rows=cap)                                   waiting pages join; one token for every row
     pages that ended → results, their buffers released      at once, not when a batch's longest page ends
     every REPORT_STEPS steps: tokens/s to the controller     (gpu/throughput.py), which may raise the cap
 
 The decoder this drives has `add(pages)`, `step(rows) -> [(page, generated, info)]`, `idle()`, `active`,
-`waiting`, `abandon() -> pages` and `figures` (SlotFigures); the engine turns a generated page into its
+`waiting`, `wanted(rows)` (how many pages it would like waiting), `abandon() -> pages` and `figures` (SlotFigures); the engine turns a generated page into its
 output (`engine.output`). When a step raises, every page the decoder holds is taken back and run through the
 static path (`InferWorker.run_batch`: split on failure, one result per page), after an out-of-memory error
 with the cap halved; decoding then goes on with the next pages.
@@ -49,7 +49,7 @@ class StreamRunner:
         window = (0, 0.0, decoder.figures.useful, 0)  # steps, seconds, tokens so far, rows summed
         while True:
             worker.holding = decoder.pages()  # failed with the error if this loop breaks (a bug)
-            while len(decoder.waiting) < max(1, self.cap() - decoder.active):
+            while len(decoder.waiting) < decoder.wanted(self.cap()):
                 batch = take(decoder.idle())  # block only when there is nothing to decode
                 if batch is None:
                     break

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 @dataclass
 class SlotFigures:
     steps: int = 0  # decoding forward passes (prefills not counted)
-    slot_steps: int = 0  # rows the device could have decoded: the cap (or the batch) at each step
+    slot_steps: int = 0  # rows the device could have decoded: the cap (or the batch) at each step, and the
+    # rows of each continuous prefill (it chooses their first token, as generate's first step does)
     row_steps: int = 0  # rows actually computed
     useful: int = 0  # tokens pages kept, end tokens included
     prefills: int = 0

@@ -8,9 +8,12 @@ waiting pages join it between steps.
 
 A step is a forward pass of the language model over one token per row, with the KV cache (a transformers
 `DynamicCache`, tensors of batch × heads × length × dim per layer), the attention mask and explicit per-row
-position ids. Admitting pages prefills them together (left-padded among themselves, the tiles staged to the
-device just before and released just after), then merges their cache into the running one: both are
-left-padded with zeros to the longer length and concatenated on the batch axis, the mask 0 over the
+position ids (with SDPA the step's 4-D padding mask is passed ready-made, so the model does not rebuild it
+from the 2-D one at every step). When rows are free and no prefilled page is left, up to PREFILL_AHEAD
+waiting pages are prefilled together (left-padded among themselves, one vision pass and one forward, the
+tiles staged to the device just before and released just after); as many as rows are free join the running
+batch, the others wait prefilled, their cache kept, for the next rows that end. Joining merges caches: both
+are left-padded with zeros to the longer length and concatenated on the batch axis, the mask 0 over the
 padding. A row that ends is dropped from every cache tensor at once, and leading columns no row attends to
 any more are cut off. Greedy decoding then gives each page the tokens it gets alone (a test checks this
 against `generate`, token for token).
@@ -20,13 +23,15 @@ vectorised over rows of different lengths). A page that runs into the token limi
 (a loop the guard missed) joins the waiting pages again, with the stronger retry guard, instead of running
 alone; its second result is final.
 
-Figures for `ocrbatch bench`: `steps` (forward passes), `slot_steps` (rows × steps at the cap: what the
-device could have decoded) and `useful` (tokens the pages kept, end tokens included).
+Figures for `ocrbatch bench`: `steps` (forward passes), `slot_steps` (rows × steps at the cap, plus the
+rows of each prefill, which chooses their first token: what the device could have decoded) and `useful`
+(tokens chosen, end tokens included).
 """
 
 from __future__ import annotations
 
 import collections
+import copy
 import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -40,6 +45,9 @@ from .inputs import batch_inputs, unstage
 NO_TOKEN = -1  # history filler: equals no token id
 
 
+PREFILL_AHEAD = 8  # pages prefilled together when rows free up (those not admitted at once wait, prefilled)
+
+
 @dataclass(eq=False)
 class _Row:
     page: PageImage
@@ -47,8 +55,60 @@ class _Row:
     retry: bool = False
     first: Any = None  # the first attempt's _Generated, kept while the page is retried
     tokens: list[int] = field(default_factory=list)
-    position: int = 0  # position id of the next token fed
     joined_step: int = 0
+
+
+class _Rows:
+    """Rows decoded together, or prefilled and waiting to join: their KV cache (a transformers DynamicCache),
+    attention mask (rows × length, 1 where a row attends; left padding 0), the token each feeds next, its
+    position id, and its last generated tokens for the guard (right-aligned, NO_TOKEN before)."""
+
+    def __init__(self, rows: list[_Row], cache: Any, mask: torch.Tensor, last: torch.Tensor, pos: torch.Tensor,
+                 hist: torch.Tensor, hlen: torch.Tensor) -> None:
+        self.rows, self.cache, self.mask, self.last, self.pos, self.hist, self.hlen = \
+            rows, cache, mask, last, pos, hist, hlen
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def select(self, keep: list[int], own: bool = True) -> "_Rows":
+        """These rows only (in this order); leading columns none of them attends to cut off. `own`: in place
+        (the cache object kept); otherwise a new _Rows with a cache of its own."""
+        idx = torch.tensor(keep, dtype=torch.long, device=self.mask.device)
+        mask = self.mask.index_select(0, idx)
+        used = mask.any(0).nonzero()
+        cut = int(used[0]) if used.numel() else 0
+        cache = self.cache if own else _copy_cache(self.cache)
+        for layer in cache.layers:
+            layer.keys = layer.keys.index_select(0, idx)[:, :, cut:]
+            layer.values = layer.values.index_select(0, idx)[:, :, cut:]
+        out = self if own else _Rows([], cache, mask, self.last, self.pos, self.hist, self.hlen)
+        out.rows = [self.rows[i] for i in keep]
+        out.cache, out.mask = cache, mask[:, cut:]
+        out.last, out.pos = self.last.index_select(0, idx), self.pos.index_select(0, idx)
+        out.hist, out.hlen = self.hist.index_select(0, idx), self.hlen.index_select(0, idx)
+        return out
+
+    def extend(self, other: "_Rows") -> None:
+        """`other`'s rows join these: both caches and masks left-padded with zeros to the longer length,
+        concatenated on the batch axis."""
+        length = max(self.mask.shape[1], other.mask.shape[1])
+        for mine, theirs in zip(self.cache.layers, other.cache.layers):
+            mine.keys = torch.cat([_pad_left(mine.keys, length, 2), _pad_left(theirs.keys, length, 2)])
+            mine.values = torch.cat([_pad_left(mine.values, length, 2), _pad_left(theirs.values, length, 2)])
+        self.mask = torch.cat([_pad_left(self.mask, length, 1), _pad_left(other.mask, length, 1)])
+        self.last = torch.cat([self.last, other.last])
+        self.pos = torch.cat([self.pos, other.pos])
+        self.hist = torch.cat([self.hist, other.hist])
+        self.hlen = torch.cat([self.hlen, other.hlen])
+        self.rows = self.rows + other.rows
+
+
+def _copy_cache(cache: Any) -> Any:
+    """A cache object like `cache` whose layers may take other tensors without changing `cache`'s."""
+    twin = copy.copy(cache)
+    twin.layers = [copy.copy(layer) for layer in cache.layers]
+    return twin
 
 
 class ContinuousDecoder:
@@ -67,9 +127,13 @@ class ContinuousDecoder:
         self.width = max(GUARD[1], RETRY_GUARD[1])  # history kept per row
         # Most pages prefilled at once: what the device buffers were sized for (more join at the next step).
         self.group = engine.options.batch_pages or 1 << 30
+        self.ahead = min(self.group, PREFILL_AHEAD)
+        text = getattr(self.model.config, "text_config", self.model.config)
+        self.sdpa = getattr(text, "_attn_implementation", None) == "sdpa"
         self.figures = SlotFigures()
         self.waiting: collections.deque[_Row] = collections.deque()
-        self._reset()
+        self.running: _Rows | None = None
+        self.ready: _Rows | None = None  # prefilled, waiting for free rows
 
     # -- what the scheduler sees -------------------------------------------------------------------
     def add(self, pages: Sequence[PageImage]) -> None:
@@ -78,52 +142,64 @@ class ContinuousDecoder:
 
     @property
     def active(self) -> int:
-        return len(self.rows)
+        return len(self.running) if self.running is not None else 0
+
+    @property
+    def prefilled(self) -> int:
+        return len(self.ready) if self.ready is not None else 0
+
+    def wanted(self, rows: int) -> int:
+        """How many pages this decoder would like waiting: the rows free at a cap of `rows`, and a whole
+        prefill group once no prefilled page is left (pages beyond are no use yet)."""
+        free = rows - self.active - self.prefilled
+        return max(1, free, 0 if self.prefilled else min(self.ahead, rows))
 
     def idle(self) -> bool:
-        return not self.rows and not self.waiting
+        return not self.active and not self.prefilled and not self.waiting
 
     def pages(self) -> list[PageImage]:
-        """Every page the decoder holds, running or waiting."""
-        return [r.page for r in self.rows] + [r.page for r in self.waiting]
+        """Every page the decoder holds, running, prefilled or waiting."""
+        return [r.page for part in (self.running, self.ready) if part is not None for r in part.rows] + \
+            [r.page for r in self.waiting]
 
     def abandon(self) -> list[PageImage]:
         """Drop every row and waiting page (after an error): their pages, unstaged, for another path."""
         pages = self.pages()
         unstage([p.prepared for p in pages if p.prepared is not None])
         self.waiting.clear()
-        self._reset()
+        self.running = self.ready = None
         return pages
 
     def step(self, rows: int) -> list[tuple[PageImage, Any, dict[str, Any]]]:
         """Admit waiting pages while fewer than `rows` run, then decode one token for every row. Returns the
-        pages that ended: (page, _Generated, info)."""
+        pages that ended: (page, _Generated, info).
+
+        Pages join prefilled: when rows are free and no prefilled page is left, up to PREFILL_AHEAD waiting
+        pages (more when more rows are free) are prefilled in one call (one vision pass, one forward); those
+        the free rows cannot take yet wait, prefilled, for the next rows that end."""
         done: list[tuple[PageImage, Any, dict[str, Any]]] = []
-        free = min(max(0, rows - len(self.rows)), self.group)
-        if free and self.waiting:
-            group = [self.waiting.popleft() for _ in range(min(free, len(self.waiting)))]
-            done += self._admit(group)
-        if self.rows:
+        while self.active < rows and (self.ready is not None or self.waiting):
+            if self.ready is None:
+                free = rows - self.active
+                group = [self.waiting.popleft() for _ in range(min(max(free, self.ahead), self.group,
+                                                                       len(self.waiting)))]
+                done += self._prefill(group)
+                continue
+            self._join(rows - self.active)
+        if self.running is not None:
             t0 = time.perf_counter()
             self.figures.steps += 1
-            self.figures.slot_steps += max(rows, len(self.rows))
-            self.figures.row_steps += len(self.rows)
+            self.figures.slot_steps += max(rows, self.active)
+            self.figures.row_steps += self.active
             done += self._decode()
             self.figures.step_s += time.perf_counter() - t0
         return done
 
     # -- the model ------------------------------------------------------------------------------------
-    def _reset(self) -> None:
-        self.rows: list[_Row] = []
-        self.cache: Any = None
-        self.mask: torch.Tensor | None = None  # (rows, length) 1 where a row attends
-        self.last: torch.Tensor | None = None  # (rows,) the token each row feeds next
-        self.hist: torch.Tensor | None = None  # (rows, width) generated tokens, right-aligned, NO_TOKEN before
-        self.hlen: torch.Tensor | None = None  # (rows,) generated tokens so far
-
     @torch.no_grad()
-    def _admit(self, group: list[_Row]) -> list[tuple[PageImage, Any, dict[str, Any]]]:
-        """Prefill `group` together, choose each row's first token, merge the rest into the running batch."""
+    def _prefill(self, group: list[_Row]) -> list[tuple[PageImage, Any, dict[str, Any]]]:
+        """Prefill `group` together and choose each row's first token; rows that have not ended become the
+        prefilled rows (self.ready)."""
         t0 = time.perf_counter()
         engine = self.engine
         pages = [r.page for r in group]
@@ -138,56 +214,65 @@ class ContinuousDecoder:
         finally:
             unstage(prepared)  # the model has read the tiles: the buffers may take the next group
         self.figures.prefills += 1
-        for row, length in zip(group, mask.sum(-1).tolist()):
-            row.position = int(length)
-            row.joined_step = self.figures.steps
         n = len(group)
+        # The prefill gives each row its first token: rows decoded, as generate's first step is for static.
+        self.figures.slot_steps += n
+        self.figures.row_steps += n
         hist = torch.full((n, self.width), NO_TOKEN, dtype=torch.long, device=self.device)
         hlen = torch.zeros(n, dtype=torch.long, device=self.device)
-        chosen = self._choose(group, hist, hlen, out.logits[:, -1, :])
-        self._merge(group, out.cache, mask, chosen, hist, hlen)
+        first = self._choose(group, hist, hlen, out.logits[:, -1, :])
+        part = _Rows(group, out.cache, mask, first, mask.sum(-1), hist, hlen)
+        done, keep = self._ended(part)
+        if keep:
+            self.ready = part if len(keep) == n else part.select(keep)
         self.figures.prefill_s += time.perf_counter() - t0
-        return self._finish()
+        return done
 
-    def _merge(self, group: list[_Row], cache: Any, mask: torch.Tensor, last: torch.Tensor, hist: torch.Tensor,
-               hlen: torch.Tensor) -> None:
-        if not self.rows:
-            self.rows, self.cache, self.mask, self.last, self.hist, self.hlen = \
-                list(group), cache, mask, last, hist, hlen
-            return
-        have, new = self.mask.shape[1], mask.shape[1]
-        length = max(have, new)
-        for old_layer, new_layer in zip(self.cache.layers, cache.layers):
-            old_layer.keys = torch.cat([_pad_left(old_layer.keys, length, 2), _pad_left(new_layer.keys, length, 2)])
-            old_layer.values = torch.cat([_pad_left(old_layer.values, length, 2),
-                                          _pad_left(new_layer.values, length, 2)])
-        self.mask = torch.cat([_pad_left(self.mask, length, 1), _pad_left(mask, length, 1)])
-        self.last = torch.cat([self.last, last])
-        self.hist = torch.cat([self.hist, hist])
-        self.hlen = torch.cat([self.hlen, hlen])
-        self.rows += group
+    def _join(self, free: int) -> None:
+        """Up to `free` prefilled rows join the running ones."""
+        ready = self.ready
+        for r in ready.rows[:free]:
+            r.joined_step = self.figures.steps
+        if free >= len(ready):
+            joining, self.ready = ready, None
+        else:
+            joining = ready.select(list(range(free)), own=False)
+            ready.select(list(range(free, len(ready))))
+        if self.running is None:
+            self.running = joining
+        else:
+            self.running.extend(joining)
 
     @torch.no_grad()
     def _decode(self) -> list[tuple[PageImage, Any, dict[str, Any]]]:
-        rows = self.rows
-        self.mask = torch.cat([self.mask, self.mask.new_ones((len(rows), 1))], dim=1)
-        positions = torch.tensor([[r.position] for r in rows], dtype=torch.long, device=self.device)
-        out = self.model(input_ids=self.last[:, None], attention_mask=self.mask, position_ids=positions,
-                         cache=self.cache, use_cache=True, logits_to_keep=1)
-        self.cache = out.cache
-        for r in rows:
-            r.position += 1
-        self.last = self._choose(rows, self.hist, self.hlen, out.logits[:, -1, :])
-        return self._finish()
+        run = self.running
+        run.mask = torch.cat([run.mask, run.mask.new_ones((len(run), 1))], dim=1)
+        # SDPA: the step's 4-D mask given ready-made (one token per row: the padding mask is all of it), which
+        # spares the model building it from the 2-D one at every step; other attentions take the 2-D mask.
+        mask = run.mask.bool()[:, None, None, :] if self.sdpa else run.mask
+        out = self.model(input_ids=run.last[:, None], attention_mask=mask, position_ids=run.pos[:, None],
+                         cache=run.cache, use_cache=True, logits_to_keep=1)
+        run.cache = out.cache
+        run.pos += 1
+        run.last = self._choose(run.rows, run.hist, run.hlen, out.logits[:, -1, :])
+        done, keep = self._ended(run)
+        if not keep:
+            self.running = None
+        elif len(keep) < len(run):
+            run.select(keep)
+        return done
 
     def _choose(self, rows: list[_Row], hist: torch.Tensor, hlen: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        """Each row's next token (greedy, the guard and the engine's row hook applied); history updated."""
-        scores = scores.float() if scores.dtype != torch.float32 else scores
-        scores = scores.clone()
-        for guard in {r.guard for r in rows}:
-            which = torch.tensor([r.guard == guard for r in rows], device=self.device)
+        """Each row's next token (greedy, the guard and the engine's row hook applied); history updated.
+        `scores` (the step's last logits, read by nothing else) is changed in place."""
+        if scores.dtype != torch.float32:
+            scores = scores.float()
+        guards = {r.guard for r in rows}
+        for guard in guards:
             ban = banned_per_row(hist[:, -guard[1]:], hlen, guard[0], scores.shape[-1], self.engine._exempt)
-            scores.masked_fill_(ban & which[:, None], float("-inf"))
+            if len(guards) > 1:
+                ban &= torch.tensor([r.guard == guard for r in rows], device=self.device)[:, None]
+            scores.masked_fill_(ban, float("-inf"))
         if self.min_new:
             short = torch.tensor([len(r.tokens) < self.min_new for r in rows], device=self.device)
             for end in self.end_ids:
@@ -204,14 +289,14 @@ class ContinuousDecoder:
         self.figures.useful += len(rows)
         return chosen
 
-    def _finish(self) -> list[tuple[PageImage, Any, dict[str, Any]]]:
-        """Rows that ended leave the batch; loops go back to wait for a retry."""
+    def _ended(self, part: _Rows) -> tuple[list[tuple[PageImage, Any, dict[str, Any]]], list[int]]:
+        """The rows of `part` that ended (loops sent back to wait for a retry) and the indices of the others."""
         from .engine import _Generated
 
         ends = set(self.end_ids)
         keep: list[int] = []
         done: list[tuple[PageImage, Any, dict[str, Any]]] = []
-        for i, r in enumerate(self.rows):
+        for i, r in enumerate(part.rows):
             ended = r.tokens[-1] in ends
             if not ended and len(r.tokens) < self.max_new:
                 keep.append(i)
@@ -224,26 +309,7 @@ class ContinuousDecoder:
             if r.retry:
                 info["retried"] = True
             done.append((r.page, gen, info))
-        if len(keep) < len(self.rows):
-            self._keep(keep)
-        return done
-
-    def _keep(self, keep: list[int]) -> None:
-        if not keep:
-            self._reset()
-            return
-        idx = torch.tensor(keep, dtype=torch.long, device=self.device)
-        mask = self.mask.index_select(0, idx)
-        used = mask.any(0).nonzero()
-        cut = int(used[0]) if used.numel() else 0  # leading columns no remaining row attends to
-        for layer in self.cache.layers:
-            layer.keys = layer.keys.index_select(0, idx)[:, :, cut:]
-            layer.values = layer.values.index_select(0, idx)[:, :, cut:]
-        self.mask = mask[:, cut:]
-        self.last = self.last.index_select(0, idx)
-        self.hist = self.hist.index_select(0, idx)
-        self.hlen = self.hlen.index_select(0, idx)
-        self.rows = [self.rows[i] for i in keep]
+        return done, keep
 
 
 def _pad_left(t: torch.Tensor, length: int, dim: int) -> torch.Tensor:

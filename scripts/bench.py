@@ -5,6 +5,7 @@ Prints, for ../shared/bench/dev (its pages/ and pdfs/ folders):
 - pages/s of `ocrbatch convert` run as a subprocess into a fresh output folder, and its peak RSS;
 - tesseract 5 on the same pages in the same sitting (`tesseract PAGE -`, 2 parallel jobs, PDF pages
   rasterized at 150 dpi beforehand) and the speed ratio ocrbatch ÷ tesseract, with tesseract's CER;
+  then `convert --model-size tiny` timed the same way, with its own ratio;
 - the same engine called in a tight loop on pages decoded beforehand, and the overhead ratio
   (convert wall time ÷ loop time: what the pipeline, process start and model load cost on top);
 - score.py's CER, WER and bag-of-words F1, overall and per kind of page (from dev/MANIFEST.tsv);
@@ -37,6 +38,7 @@ STRESS = ROOT / "bench" / "stress"
 # --model-size values measured; "tiny-rec" (small detector, tiny recognizer) exists for this table only
 SIZES = ("tiny", "tiny-rec", "small")
 DEFAULT_SIZE = "small"  # EngineOptions.model_size: what `convert` (and the tesseract ratio) runs
+CONVERT_SIZES = ("small", "tiny")  # what `convert --model-size` accepts (ocrbatch.config.MODEL_SIZES)
 
 
 def convert(dev: Path, out: Path, engine: str, extra: list[str]) -> tuple[float, int, int]:
@@ -294,6 +296,12 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"tesseract    {t_wall:7.1f} s   {len(pages) / t_wall:5.2f} pages/s   (tesseract PAGE -, 2 jobs, OMP_THREAD_LIMIT=1, "
                       f"CER {tess_figures['overall']['cer']:.4f})")
                 print(f"speed ratio  {t_wall / wall:7.2f}x tesseract (ocrbatch convert pages/s / tesseract pages/s)")
+                # the other user-facing model sizes, timed the same way in the same sitting
+                for size in (s for s in a.sizes.split(",") if s in CONVERT_SIZES and s != DEFAULT_SIZE):
+                    s_wall = min(convert(a.dev, workdir / f"convert-{size}", a.engine,
+                                         [*extra, "--model-size", size])[0] for _ in range(a.repeat))
+                    print(f"convert --model-size {size}: {s_wall:.1f} s   {n_pages / s_wall:5.2f} pages/s   "
+                          f"speed ratio {t_wall / s_wall:.2f}x tesseract")
         if not a.no_loop:
             images = [im for _, im in pages]
             loop = min(engine_loop(images, a.engine, a.batch) for _ in range(a.repeat))

@@ -416,3 +416,44 @@ def test_a_full_width_paragraph_straight_under_two_columns_is_not_cut_at_their_g
     md = lines_to_markdown(lines, 1240, 1750)
     for t in wide[:2]:
         assert t in md, md
+
+
+def _centred(text: str, mid: float, y: float) -> TextLine:
+    w = 11 * len(text)
+    return line(text, mid - w / 2, y, w=w)
+
+
+def test_grid_of_centred_author_blocks_is_read_author_by_author():
+    """A paper's authors: blocks of name / affiliation / place / email, each centred on its own axis,
+    three across and two below, with different numbers of lines. Each author is read whole, not
+    row by row across the grid (which mixes one author's email with another's affiliation)."""
+    lines = [_centred("On the Reading Order of Author Blocks", 620, 60)]
+    top = [["Ann Ash*", "Bo Birch*", "ann@ash.example.org", "Institute of Clear Layout", "Dublin, Ohio"],
+           ["Cy Cedar", "The Cedar Group", "Hekla, Iceland", "cy@cedar.example"],
+           ["Di Dogwood", "Inria Paris", "Rocquencourt"]]
+    below = [["Ed Elm", "Elm Research Laboratory", "San Antonio, Texas", "ed@elm.example"],
+             ["Flo Fir", "Fir University", "Haidian, China"], ["Gus Gum", "Gum College", "Leeds"]]
+    for tier, y0 in ((top, 140), (below, 320)):
+        for k, block in enumerate(tier):
+            for i, text in enumerate(block):
+                lines.append(_centred(text, 240 + 380 * k, y0 + i * LEAD))
+    lines += column(LEFT, 100, 520, 480) + column(RIGHT, 660, 520, 480)
+    md = lines_to_markdown(lines, 1240, 1750)
+    assert "|" not in md
+    order = [text for tier in (top, below) for block in tier for text in block]
+    at = [md.index(text) for text in order]
+    assert at == sorted(at), md
+    assert md.index("Gum College") < md.index("Alpha one") < md.index("Beta one")
+
+
+def test_table_of_centred_cells_stays_a_table():
+    """Centred columns of equal length side by side are a table's columns, not blocks to read one by one."""
+    lines = column(["A paragraph before the table, long enough to fill", "the line."], 100, 100, 900)
+    rows = [("Animal", "Description", "Price"), ("Gnat", "per gram", "13.65"), ("Gnu", "stuffed whole", "92.5"),
+            ("Emu", "stuffed", "133.33")]
+    for r, cells in enumerate(rows):
+        for c, text in enumerate(cells):
+            lines.append(_centred(text, 350 + 250 * c, 240 + r * LEAD))
+    lines += column(["A paragraph after the table, long enough to fill", "the line."], 100, 400, 900)
+    md = lines_to_markdown(lines, 1240, 1750)
+    assert "| Animal | Description | Price |" in md and "| Emu | stuffed | 133.33 |" in md

@@ -257,6 +257,88 @@ class _Cutter:
             out.append(run)
         return out if len(out) > 1 and all(len(o) < len(lines) for o in out) else [lines]
 
+    def _centred_stacks(self, lines: list[TextLine]) -> list[list[TextLine]] | None:
+        """A grid of short centred blocks (the authors of a paper: name, affiliation, address, email
+        stacked under each other, three across, a second row of them below), in reading order: each
+        block whole, blocks left to right, then the next row of blocks. None if `lines` are not such
+        a grid.
+
+        A block is a run of lines one under the next whose centres agree while both their edges are
+        ragged (not a column of text or of a table aligned at one edge); every line of the node must belong to one. A table's columns do not
+        pass: their cells line up in rows of equal count across three or more columns, where the
+        blocks of one row of a grid hold different numbers of lines (one author has two
+        affiliations, another no email)."""
+        if len(lines) < 6 or len(lines) > 80:
+            return None
+        h = self.h
+        stacks: list[list[TextLine]] = []
+        for line in sorted(lines, key=lambda l: l.box[1]):
+            mid = (line.box[0] + line.box[2]) / 2
+            home = None
+            for stack in stacks:
+                last = stack[-1]
+                if abs((last.box[0] + last.box[2]) / 2 - mid) <= 0.5 * h \
+                        and core(line)[0] - core(last)[1] <= 1.2 * h and core(line)[0] > core(last)[0]:
+                    home = stack
+                    break
+            if home is None:
+                stacks.append([line])
+            else:
+                home.append(line)
+        if len(stacks) < 2 or any(len(s) < 2 for s in stacks):
+            return None
+        for stack in stacks:
+            lefts = [l.box[0] for l in stack]
+            rights = [l.box[2] for l in stack]
+            if max(lefts) - min(lefts) < 0.3 * h or max(rights) - min(rights) < 0.3 * h:
+                return None  # lines aligned at one edge: a column of text, a table's column of numbers
+            if max(r - l for l, r in zip(lefts, rights)) > 16 * h:
+                return None  # full lines of prose, no stacked labels
+
+        def span(stack):
+            return core(stack[0])[0], core(stack[-1])[1]
+
+        # rows of blocks: blocks whose vertical spans overlap
+        tiers: list[list[list[TextLine]]] = []
+        for stack in sorted(stacks, key=lambda s: span(s)[0]):
+            if tiers and span(stack)[0] < max(span(s)[1] for s in tiers[-1]):
+                tiers[-1].append(stack)
+            else:
+                tiers.append([stack])
+        for tier in tiers:
+            tier.sort(key=lambda s: s[0].box[0])
+            for a, b in zip(tier, tier[1:]):
+                if max(l.box[2] for l in a) > min(l.box[0] for l in b):
+                    return None  # blocks side by side do not overlap
+            if len(tier) >= 3 and len({len(s) for s in tier}) == 1:
+                return None  # rows of equal count across three or more columns: a table
+        if max(len(t) for t in tiers) < 2:
+            return None
+        return [stack for tier in tiers for stack in tier]
+
+    def _peel_stacks(self, lines: list[TextLine]):
+        """(above, grid, below): a grid of centred blocks (`_centred_stacks`) set across the node
+        among other text (the authors between a paper's title and its two columns), or None. The
+        grid is a run of whole bands of short lines."""
+        bands = self.bands(lines)
+        short = [all(l.box[2] - l.box[0] <= 16 * self.h for l in band) for band in bands]
+        i = 0
+        while i < len(bands):
+            if not short[i]:
+                i += 1
+                continue
+            j = i
+            while j < len(bands) and short[j]:
+                j += 1
+            for a in range(i, min(i + 3, j)):
+                for b in range(j, max(a, j - 3), -1):
+                    grid = [l for band in bands[a:b] for l in band]
+                    if len(grid) < len(lines) and self._centred_stacks(grid) is not None:
+                        return ([l for band in bands[:a] for l in band], grid,
+                                [l for band in bands[b:] for l in band])
+            i = j
+        return None
+
     # -- recursion ------------------------------------------------------------------------
     def cut(self, lines: list[TextLine], column: Column, depth: int = 0) -> list[Region]:
         if len(lines) <= 1 or depth > 30:
@@ -271,6 +353,12 @@ class _Cutter:
             for section in sections:
                 out += self.cut(section, column, depth + 1)
             return out
+        stacks = self._centred_stacks(lines)
+        if stacks is not None:
+            return [Region(stack, column + (k,)) for k, stack in enumerate(stacks)]
+        peeled = self._peel_stacks(lines)
+        if peeled is not None:
+            return [r for part in peeled if part for r in self.cut(part, column, depth + 1)]
         split = self.gutter(lines)
         if split is not None:
             lines, split = _without_ornaments(lines, split, self.h)

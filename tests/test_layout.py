@@ -457,3 +457,18 @@ def test_table_of_centred_cells_stays_a_table():
     lines += column(["A paragraph after the table, long enough to fill", "the line."], 100, 400, 900)
     md = lines_to_markdown(lines, 1240, 1750)
     assert "| Animal | Description | Price |" in md and "| Emu | stuffed | 133.33 |" in md
+
+
+def test_foot_line_at_both_margins_close_under_a_footnote_is_dropped():
+    """A journal's foot line ("Journal of X" at the left margin, "PREPRINT / 3" at the right) set
+    only a line's height under the last footnote is still page furniture, not the end of each column."""
+    lines = column(LEFT * 2, 100, 1200, 480) + column(RIGHT * 2, 660, 1200, 480)
+    lines += [line("5For sans-serif math, the class provides a switch. These", 660, 1200 + 9 * LEAD, w=480, h=22),
+              line("fonts can act as engineering gothic.", 660, 1200 + 10 * LEAD, w=380, h=22),
+              line("Journal of Layout Tests", 100, 1200 + 11 * LEAD + 10, w=240, h=24),
+              line("PREPRINT FOR REVIEW / 3", 870, 1200 + 11 * LEAD + 10, w=270, h=24)]
+    md = lines_to_markdown(lines, 1240, 1650)
+    assert "Journal of Layout" not in md and "PREPRINT" not in md, md
+    assert md.rstrip().endswith("engineering gothic.")
+    kept = lines_to_markdown(lines, 1240, 1650, keep_furniture=True)
+    assert "Journal of Layout Tests" in kept and "PREPRINT FOR REVIEW / 3" in kept

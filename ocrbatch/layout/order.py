@@ -644,17 +644,33 @@ def _margin_bands(bands: list[list[TextLine]], h: float, page_height: float):
         return all(thin(b) for b in group) and all(gap(a, b) < 0.8 * h for a, b in zip(group, group[1:])) \
             and any(_STAMP.search(l.text) for b in group for l in b)
 
+    x0 = min(l.box[0] for b in bands for l in b)
+    x1 = max(l.box[2] for b in bands for l in b)
+
+    def spread(band: list[TextLine]) -> bool:
+        """A running head or foot set at both ends of the text block ("Journal of X" at the left
+        margin, "PREPRINT / 3" at the right), each piece short, carrying a page number: it may sit
+        closer to the text than a lone folio does (under a footnote)."""
+        left = min(band, key=lambda l: l.box[0])
+        right = max(band, key=lambda l: l.box[2])
+        return left is not right and len(band) <= 3 and left.box[0] - x0 <= h and x1 - right.box[2] <= h \
+            and all(l.box[2] - l.box[0] <= 0.35 * (x1 - x0) for l in band) \
+            and any(_FOLIO.search(l.text) for l in band)
+
+    def apart(upper: list[TextLine], lower: list[TextLine], edge: list[TextLine]) -> bool:
+        return gap(upper, lower) >= (0.8 * h if edge and thin(edge) and spread(edge) else 1.5 * h)
+
     head: list[list[TextLine]] = []
     tail: list[list[TextLine]] = []
     for k in range(min(4, len(bands) - 2), 0, -1):
         group = bands[:k]
-        if (thin(group[0]) if k == 1 else stamp(group)) and gap(group[-1], bands[k]) >= 1.5 * h \
+        if (thin(group[0]) if k == 1 else stamp(group)) and apart(group[-1], bands[k], group[0] if k == 1 else []) \
                 and max(l.box[3] for b in group for l in b) <= 0.15 * page_height:
             head = [[l for b in group for l in b]]
             break
     for k in range(min(4, len(bands) - 2 - len(head)), 0, -1):
         group = bands[-k:]
-        if (thin(group[0]) if k == 1 else stamp(group)) and gap(bands[-k - 1], group[0]) >= 1.5 * h \
+        if (thin(group[0]) if k == 1 else stamp(group)) and apart(bands[-k - 1], group[0], group[0] if k == 1 else []) \
                 and min(l.box[1] for b in group for l in b) >= 0.85 * page_height:
             tail = [[l for b in group for l in b]]
             break

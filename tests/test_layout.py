@@ -472,3 +472,25 @@ def test_foot_line_at_both_margins_close_under_a_footnote_is_dropped():
     assert md.rstrip().endswith("engineering gothic.")
     kept = lines_to_markdown(lines, 1240, 1650, keep_furniture=True)
     assert "Journal of Layout Tests" in kept and "PREPRINT FOR REVIEW / 3" in kept
+
+
+def test_two_columns_whose_padded_boxes_overlap_are_read_column_by_column():
+    """A short two-column stretch of a newspaper story set with a gutter so narrow that the
+    detector's padded boxes of the two columns overlap (no white strip runs down between them):
+    still read left column, then right column, between the full-width text above and below."""
+    above = ["A story opens across the whole block with a long line of running text that",
+             "fills the width, and a second full line follows it here before the columns."]
+    lines = column(above, 100, 200, 900)
+    left = ["Left one starts the narrow left", "left two carries the story on and",
+            "left three keeps going down the", "left four nearly ends the column", "left five, the end."]
+    right = ["Right one starts the right side", "right two follows in its column",
+             "right three keeps going down it", "right four closes the right side", "right five, the end."]
+    for i, (a, b) in enumerate(zip(left, right)):
+        last = i == len(left) - 1
+        lines.append(line(a, 100, 300 + i * LEAD, w=200 if last else 458))
+        lines.append(line(b, 550, 300 + i * LEAD, w=200 if last else 450))
+    lines += column(["Below the columns the story goes on across the whole width in one more long",
+                     "line of running text."], 100, 500, 900)
+    md = lines_to_markdown(lines, 1240, 1750)
+    order = [md.index(t) for t in (above[0], "Left one", "left five", "Right one", "right five", "Below the")]
+    assert order == sorted(order), md

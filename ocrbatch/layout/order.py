@@ -61,6 +61,13 @@ class _Cutter:
         x0 = min(l.box[0] for l in lines)
         x1 = max(l.box[2] for l in lines)
         self.min_vgap = 0.4 * self.h
+        self._tags = 0
+
+    def _tag(self) -> int:
+        """A fresh column tag for blocks cut apart without a gutter (their rows must not be measured
+        with another column's that happens to have the same path)."""
+        self._tags -= 1
+        return self._tags
 
     # -- gutters ------------------------------------------------------------------------
     def _is_entry_list(self, side: list[TextLine], gutter: float) -> bool:
@@ -339,6 +346,48 @@ class _Cutter:
             i = j
         return None
 
+    def _seam(self, lines: list[TextLine], bands: list[list[TextLine]]) -> tuple[int, int, float] | None:
+        """Two columns of prose that meet without a visible gutter (their padded boxes touch or
+        overlap across a narrow gutter, so no white strip runs down between them): (start, end, x),
+        bands[start:end] being the two columns and x the seam between them, or None.
+
+        The columns are a run of three or more bands in a row, each of two wide lines, one from the
+        node's left edge and one to its right edge, meeting at one x (within a body height); then
+        the bands that follow with no paragraph space, none crossing the seam (a column's last,
+        short line). A single line between such pairs (a paragraph's last line across the block)
+        ends the run: the pairs above it are one wide line cut in two, not two columns."""
+        x0, x1 = min(l.box[0] for l in lines), max(l.box[2] for l in lines)
+        width = x1 - x0
+
+        def pair(band: list[TextLine]) -> float | None:
+            if len(band) != 2:
+                return None
+            a, b = sorted(band, key=lambda l: l.box[0])
+            if a.box[0] - x0 <= self.h and x1 - b.box[2] <= self.h \
+                    and min(a.box[2] - a.box[0], b.box[2] - b.box[0]) >= 0.3 * width \
+                    and abs(a.box[2] - b.box[0]) <= self.h:
+                return (a.box[2] + b.box[0]) / 2
+            return None
+
+        seams = [pair(band) for band in bands]
+        k = 0
+        while k < len(bands):
+            if seams[k] is None:
+                k += 1
+                continue
+            start = k
+            while k < len(bands) and seams[k] is not None and abs(seams[k] - seams[start]) <= self.h:
+                k += 1
+            if k - start >= 3:
+                x = sorted(seams[start:k])[(k - start) // 2]
+                end = k
+                while end < len(bands) and seams[end] is None \
+                        and min(core(l)[0] for l in bands[end]) - max(core(l)[1] for l in bands[end - 1]) <= 0.8 * self.h \
+                        and not any(l.box[0] < x - 0.5 * self.h and l.box[2] > x + 0.5 * self.h for l in bands[end]):
+                    end += 1
+                return start, end, x
+        return None
+
     # -- recursion ------------------------------------------------------------------------
     def cut(self, lines: list[TextLine], column: Column, depth: int = 0) -> list[Region]:
         if len(lines) <= 1 or depth > 30:
@@ -355,7 +404,8 @@ class _Cutter:
             return out
         stacks = self._centred_stacks(lines)
         if stacks is not None:
-            return [Region(stack, column + (k,)) for k, stack in enumerate(stacks)]
+            tag = self._tag()
+            return [Region(stack, column + (tag, k)) for k, stack in enumerate(stacks)]
         peeled = self._peel_stacks(lines)
         if peeled is not None:
             return [r for part in peeled if part for r in self.cut(part, column, depth + 1)]
@@ -371,6 +421,18 @@ class _Cutter:
         bands = self.bands(lines)
         if len(bands) == 1:
             return [Region(lines, column)]
+        seam = self._seam(lines, bands)
+        if seam is not None:
+            start, end, x = seam
+            block = [l for band in bands[start:end] for l in band]
+            above = [l for band in bands[:start] for l in band]
+            below = [l for band in bands[end:] for l in band]
+            left = [l for l in block if (l.box[0] + l.box[2]) / 2 < x]
+            right = [l for l in block if (l.box[0] + l.box[2]) / 2 >= x]
+            out = self.cut(above, column, depth + 1) if above else []
+            tag = self._tag()
+            out += self.cut(left, column + (tag, 0), depth + 1) + self.cut(right, column + (tag, 1), depth + 1)
+            return out + (self.cut(below, column, depth + 1) if below else [])
         out: list[Region] = []
         for band in bands:
             out += self.cut(band, column, depth + 1)

@@ -494,3 +494,29 @@ def test_two_columns_whose_padded_boxes_overlap_are_read_column_by_column():
     md = lines_to_markdown(lines, 1240, 1750)
     order = [md.index(t) for t in (above[0], "Left one", "left five", "Right one", "right five", "Below the")]
     assert order == sorted(order), md
+
+
+def test_stretch_of_lines_run_across_the_gutter_ending_on_a_short_right_line_is_cut():
+    """The detector ran most of the first rows of two narrow columns together, one box per row across
+    the gutter; the last such box ends where the right column's paragraph ends, short of the
+    column's edge. All of them are cut back into their columns, which are then read one after the
+    other."""
+    def words(tag: str, n: int) -> str:
+        return " ".join(f"{tag}w{k}" for k in range(n))[:41].rsplit(" ", 1)[0].ljust(41)
+
+    left = [words(f"left{i}", 9) for i in range(10)]
+    right = [words(f"right{i}", 9) for i in range(10)]
+    right[4] = "right4w0 right4w1 right4w2 ends."
+    lines = []
+    for i in range(10):
+        y = 300 + i * LEAD
+        if i < 5 and i != 3:
+            text = f"{left[i].strip()} {right[i]}"
+            x1 = 580 + 11 * len(right[i]) if i == 4 else 1040
+            lines.append(TextLine(text, (100, y, x1, y + H)))
+        else:
+            lines.append(line(left[i].strip(), 100, y, w=460))
+            lines.append(line(right[i].strip(), 580 if i != 5 else 600, y, w=460 if i != 5 else 440))
+    md = lines_to_markdown(lines, 1240, 1750)
+    at = [md.index(f"{tag}{i}w0") for tag in ("left", "right") for i in range(10)]
+    assert at == sorted(at), md

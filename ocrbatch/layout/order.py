@@ -653,12 +653,23 @@ def _split_columns(line: TextLine, lines: list[TextLine], h: float) -> list[Text
             and l.box[0] >= x0 - h and l.box[2] <= x1 + h and l.box[2] - l.box[0] < 0.8 * (x1 - x0)]
     # a line of body type that ends where several lines around it end, at a column's right edge (a
     # title across the columns is set larger, or stops short of that edge)
-    if y1 - y0 > 1.2 * h or sum(1 for l in near if abs(l.box[2] - x1) <= h) < 3:
+    # (or a column's paragraph ending short in the right column, run together with the left
+    # column's line: it starts at the left column's edge, and the columns are seen both above and
+    # below it, so it is no full-width paragraph's last line under or over the columns)
+    ends_at_edge = sum(1 for l in near if abs(l.box[2] - x1) <= h) >= 3
+    if y1 - y0 > 1.2 * h or not (ends_at_edge or sum(1 for l in near if abs(l.box[0] - x0) <= h) >= 3):
         return [line]
+    if not ends_at_edge:  # the right column's lines reach past this line's end
+        near = [l for l in lines if l is not line and abs((l.box[1] + l.box[3]) / 2 - cy) <= 6 * h
+                and x0 - h <= l.box[0] <= x1 - 6 * h and l.box[2] - l.box[0] < 0.8 * (x1 - x0)]
     # A gutter inside the line: several lines nearby start at one place b (the next column's edge)
     # and several end just before it (the column's right edge). With three columns run together,
     # the leftmost gutter is cut first and the rest of the line is looked at again.
     starts = sorted(l.box[0] for l in near if x0 + 6 * h <= l.box[0] <= x1 - 6 * h)
+
+    def c(l: TextLine) -> float:
+        return (l.box[1] + l.box[3]) / 2
+
     for s0 in starts:
         # column lines on both sides, wide (not a word the detector boxed apart); the left ones start at
         # the line's left edge or a paragraph indent past it
@@ -666,6 +677,9 @@ def _split_columns(line: TextLine, lines: list[TextLine], h: float) -> list[Text
         left = [l for l in near if s0 - 3 * h <= l.box[2] <= s0 + h and -h <= l.box[0] - x0 <= 2 * h
                 and l.box[2] - l.box[0] >= 6 * h]
         if len(right) < 3 or len(left) < 3:
+            continue
+        if not ends_at_edge and not all(any(c(l) < cy for l in side) and any(c(l) > cy for l in side)
+                                        for side in (left, right)):
             continue
         a = _quantile([l.box[2] for l in left], 0.9)
         b = _quantile([l.box[0] for l in right], 0.1)

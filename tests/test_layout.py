@@ -520,8 +520,10 @@ def test_stretch_of_lines_run_across_the_gutter_ending_on_a_short_right_line_is_
     md = lines_to_markdown(lines, 1240, 1750)
     at = [md.index(f"{tag}{i}w0") for tag in ("left", "right") for i in range(10)]
     assert at == sorted(at), md
-    # a byline centred over the columns, two lines above them, does not keep the lines whole
+    # a title in larger type and a byline centred over the columns, a few lines above them, do not
+    # keep the lines whole
+    lines.append(line("This is an example of an editorial story", 570 - 350, 300 - 5 * LEAD, w=700, h=48))
     lines.append(line("NAME SURNAME", 570 - 66, 300 - 2 * LEAD, w=132))
     md = lines_to_markdown(lines, 1240, 1750)
     at = [md.index(f"{tag}{i}w0") for tag in ("left", "right") for i in range(10)]
-    assert md.index("NAME SURNAME") < at[0] and at == sorted(at), md
+    assert md.index("editorial story") < md.index("NAME SURNAME") < at[0] and at == sorted(at), md

@@ -687,10 +687,12 @@ def _split_columns(line: TextLine, lines: list[TextLine], h: float) -> list[Text
         # the strip (a title, a wide equation) keeps it whole, unless it is another line merged the
         # same way (the detector often runs a whole stretch of both columns' lines together)
         # (the last line of a full-width paragraph reaching past the gutter shows there is none)
-        # (a short byline or heading centred over the columns a few lines off is no such line)
+        # (a short byline, or a title in larger type, centred over the columns a few lines off is
+        # no such line)
         if not -h <= b - a <= 3 * h or any(l.box[0] < min(a, b) - h and l.box[2] > max(a, b) + h
                                            and not (abs(l.box[0] - x0) <= h and abs(l.box[2] - x1) <= h)
-                                           and (l.box[2] - l.box[0] >= 0.5 * (x1 - x0) or abs(c(l) - cy) <= 2 * h)
+                                           and (l.box[2] - l.box[0] >= 0.5 * (x1 - x0) and l.height <= 1.3 * h
+                                                or abs(c(l) - cy) <= 2 * h)
                                            for l in near):
             continue
         # the text is cut at the word boundary nearest the gutter, placing characters evenly in the box

@@ -513,7 +513,7 @@ def test_stretch_of_lines_run_across_the_gutter_ending_on_a_short_right_line_is_
         if i < 5 and i != 3:
             text = f"{left[i].strip()} {right[i]}"
             x1 = 580 + 11 * len(right[i]) if i == 4 else 1040
-            lines.append(TextLine(text, (100, y, x1, y + H)))
+            lines.append(TextLine(text, (132 if i == 0 else 100, y, x1, y + H)))  # row 0: a paragraph indent
         else:
             lines.append(line(left[i].strip(), 100, y, w=460))
             lines.append(line(right[i].strip(), 580 if i != 5 else 600, y, w=460 if i != 5 else 440))
@@ -523,7 +523,7 @@ def test_stretch_of_lines_run_across_the_gutter_ending_on_a_short_right_line_is_
     # a title in larger type and a byline centred over the columns, a few lines above them, do not
     # keep the lines whole
     lines.append(line("This is an example of an editorial story", 570 - 350, 300 - 5 * LEAD, w=700, h=48))
-    lines.append(line("NAME SURNAME", 570 - 66, 300 - 2 * LEAD, w=132))
+    lines.append(line("NAME SURNAME", 570 - 66, 300 - 1.5 * LEAD, w=132))
     md = lines_to_markdown(lines, 1240, 1750)
     at = [md.index(f"{tag}{i}w0") for tag in ("left", "right") for i in range(10)]
     assert md.index("editorial story") < md.index("NAME SURNAME") < at[0] and at == sorted(at), md

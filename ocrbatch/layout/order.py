@@ -650,7 +650,7 @@ def _split_columns(line: TextLine, lines: list[TextLine], h: float) -> list[Text
         return [line]
     cy = (y0 + y1) / 2
     near = [l for l in lines if l is not line and abs((l.box[1] + l.box[3]) / 2 - cy) <= 6 * h
-            and l.box[0] >= x0 - h and l.box[2] <= x1 + h and l.box[2] - l.box[0] < 0.8 * (x1 - x0)]
+            and l.box[0] >= x0 - 2 * h and l.box[2] <= x1 + h and l.box[2] - l.box[0] < 0.8 * (x1 - x0)]
     # a line of body type that ends where several lines around it end, at a column's right edge (a
     # title across the columns is set larger, or stops short of that edge)
     # (or a column's paragraph ending short in the right column, run together with the left
@@ -661,7 +661,7 @@ def _split_columns(line: TextLine, lines: list[TextLine], h: float) -> list[Text
         return [line]
     if not ends_at_edge:  # the right column's lines reach past this line's end
         near = [l for l in lines if l is not line and abs((l.box[1] + l.box[3]) / 2 - cy) <= 6 * h
-                and x0 - h <= l.box[0] <= x1 - 6 * h and l.box[2] - l.box[0] < 0.8 * (x1 - x0)]
+                and x0 - 2 * h <= l.box[0] <= x1 - 6 * h and l.box[2] - l.box[0] < 0.8 * (x1 - x0)]
     # A gutter inside the line: several lines nearby start at one place b (the next column's edge)
     # and several end just before it (the column's right edge). With three columns run together,
     # the leftmost gutter is cut first and the rest of the line is looked at again.
@@ -674,7 +674,7 @@ def _split_columns(line: TextLine, lines: list[TextLine], h: float) -> list[Text
         # column lines on both sides, wide (not a word the detector boxed apart); the left ones start at
         # the line's left edge or a paragraph indent past it
         right = [l for l in near if abs(l.box[0] - s0) <= h and l.box[2] - l.box[0] >= 6 * h]
-        left = [l for l in near if s0 - 3 * h <= l.box[2] <= s0 + h and -h <= l.box[0] - x0 <= 2 * h
+        left = [l for l in near if s0 - 3 * h <= l.box[2] <= s0 + h and -2 * h <= l.box[0] - x0 <= 2 * h
                 and l.box[2] - l.box[0] >= 6 * h]
         if len(right) < 3 or len(left) < 3:
             continue
@@ -692,7 +692,7 @@ def _split_columns(line: TextLine, lines: list[TextLine], h: float) -> list[Text
         if not -h <= b - a <= 3 * h or any(l.box[0] < min(a, b) - h and l.box[2] > max(a, b) + h
                                            and not (abs(l.box[0] - x0) <= h and abs(l.box[2] - x1) <= h)
                                            and (l.box[2] - l.box[0] >= 0.5 * (x1 - x0) and l.height <= 1.3 * h
-                                                or abs(c(l) - cy) <= 2 * h)
+                                                or abs(c(l) - cy) <= h)
                                            for l in near):
             continue
         # the text is cut at the word boundary nearest the gutter, placing characters evenly in the box

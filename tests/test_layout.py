@@ -527,3 +527,23 @@ def test_stretch_of_lines_run_across_the_gutter_ending_on_a_short_right_line_is_
     md = lines_to_markdown(lines, 1240, 1750)
     at = [md.index(f"{tag}{i}w0") for tag in ("left", "right") for i in range(10)]
     assert md.index("editorial story") < md.index("NAME SURNAME") < at[0] and at == sorted(at), md
+
+
+def test_last_row_of_three_columns_run_together_ending_early_is_cut_into_its_columns():
+    """A story in three columns ends with its last row boxed as one line across all three gutters,
+    ending two words into the third column; the rows above are clean. The last row's pieces end
+    their own columns (no row of its own under the story)."""
+    def words(tag: str) -> str:
+        return " ".join(f"{tag}w{k}" for k in range(6))[:30].rsplit(" ", 1)[0]
+
+    lines = []
+    for i in range(8):
+        for k, x in enumerate((100, 450, 800)):
+            lines.append(line(words(f"c{k}r{i}"), x, 300 + i * LEAD, w=340))
+    y = 300 + 8 * LEAD
+    last = f"{words('c0r8')} {words('c1r8')} c2r8w0 ends."
+    lines.append(TextLine(last, (100, y, 800 + 11 * len("c2r8w0 ends."), y + H)))
+    lines.append(line("The next story begins here under a heading", 100, y + 4 * LEAD, w=600, h=40))
+    md = lines_to_markdown(lines, 1240, 1750)
+    at = [md.index(f"c{k}r{i}w0") for k in range(3) for i in range(9)]
+    assert at == sorted(at), md

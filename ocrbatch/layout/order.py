@@ -661,11 +661,12 @@ def _split_columns(line: TextLine, lines: list[TextLine], h: float) -> list[Text
         return [line]
     if not ends_at_edge:  # the right column's lines reach past this line's end
         near = [l for l in lines if l is not line and abs((l.box[1] + l.box[3]) / 2 - cy) <= 6 * h
-                and x0 - 2 * h <= l.box[0] <= x1 - 6 * h and l.box[2] - l.box[0] < 0.8 * (x1 - x0)]
+                and x0 - 2 * h <= l.box[0] <= x1 - 2 * h and l.box[2] - l.box[0] < 0.8 * (x1 - x0)]
     # A gutter inside the line: several lines nearby start at one place b (the next column's edge)
     # and several end just before it (the column's right edge). With three columns run together,
     # the leftmost gutter is cut first and the rest of the line is looked at again.
-    starts = sorted(l.box[0] for l in near if x0 + 6 * h <= l.box[0] <= x1 - 6 * h)
+    # (a paragraph's last line may end a word or two into the last column)
+    starts = sorted(l.box[0] for l in near if x0 + 6 * h <= l.box[0] <= x1 - (6 if ends_at_edge else 2) * h)
 
     def c(l: TextLine) -> float:
         return (l.box[1] + l.box[3]) / 2
@@ -678,8 +679,11 @@ def _split_columns(line: TextLine, lines: list[TextLine], h: float) -> list[Text
                 and l.box[2] - l.box[0] >= 6 * h]
         if len(right) < 3 or len(left) < 3:
             continue
+        # (seen above and below it, or in the row just above it at the usual leading: the columns'
+        # last row, not a full-width paragraph's last line, which follows a full-width line)
         if not ends_at_edge and not all(any(c(l) < cy for l in side) and any(c(l) > cy for l in side)
-                                        for side in (left, right)):
+                                        for side in (left, right)) \
+                and not all(any(0 < cy - c(l) <= 1.6 * h for l in side) for side in (left, right)):
             continue
         a = _quantile([l.box[2] for l in left], 0.9)
         b = _quantile([l.box[0] for l in right], 0.1)
@@ -700,7 +704,7 @@ def _split_columns(line: TextLine, lines: list[TextLine], h: float) -> list[Text
         spaces = [i for i, ch in enumerate(line.text) if ch == " "]
         cut = min(spaces, key=lambda i: abs(i - at))
         head, tail = line.text[:cut].strip(), line.text[cut:].strip()
-        if len(head.split()) < 3 or len(tail.split()) < 3:
+        if len(head.split()) < 3 or len(tail.split()) < (3 if ends_at_edge else 2):
             continue
         return [TextLine(head, (x0, y0, a, y1), line.score)] + \
             _split_columns(TextLine(tail, (b, y0, x1, y1), line.score), lines, h)

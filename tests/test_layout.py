@@ -416,3 +416,134 @@ def test_a_full_width_paragraph_straight_under_two_columns_is_not_cut_at_their_g
     md = lines_to_markdown(lines, 1240, 1750)
     for t in wide[:2]:
         assert t in md, md
+
+
+def _centred(text: str, mid: float, y: float) -> TextLine:
+    w = 11 * len(text)
+    return line(text, mid - w / 2, y, w=w)
+
+
+def test_grid_of_centred_author_blocks_is_read_author_by_author():
+    """A paper's authors: blocks of name / affiliation / place / email, each centred on its own axis,
+    three across and two below, with different numbers of lines. Each author is read whole, not
+    row by row across the grid (which mixes one author's email with another's affiliation)."""
+    lines = [_centred("On the Reading Order of Author Blocks", 620, 60)]
+    top = [["Ann Ash*", "Bo Birch*", "ann@ash.example.org", "Institute of Clear Layout", "Dublin, Ohio"],
+           ["Cy Cedar", "The Cedar Group", "Hekla, Iceland", "cy@cedar.example"],
+           ["Di Dogwood", "Inria Paris", "Rocquencourt"]]
+    below = [["Ed Elm", "Elm Research Laboratory", "San Antonio, Texas", "ed@elm.example"],
+             ["Flo Fir", "Fir University", "Haidian, China"], ["Gus Gum", "Gum College", "Leeds"]]
+    for tier, y0 in ((top, 140), (below, 320)):
+        for k, block in enumerate(tier):
+            for i, text in enumerate(block):
+                lines.append(_centred(text, 240 + 380 * k, y0 + i * LEAD))
+    lines += column(LEFT, 100, 520, 480) + column(RIGHT, 660, 520, 480)
+    md = lines_to_markdown(lines, 1240, 1750)
+    assert "|" not in md
+    order = [text for tier in (top, below) for block in tier for text in block]
+    at = [md.index(text) for text in order]
+    assert at == sorted(at), md
+    assert md.index("Gum College") < md.index("Alpha one") < md.index("Beta one")
+
+
+def test_table_of_centred_cells_stays_a_table():
+    """Centred columns of equal length side by side are a table's columns, not blocks to read one by one."""
+    lines = column(["A paragraph before the table, long enough to fill", "the line."], 100, 100, 900)
+    rows = [("Animal", "Description", "Price"), ("Gnat", "per gram", "13.65"), ("Gnu", "stuffed whole", "92.5"),
+            ("Emu", "stuffed", "133.33")]
+    for r, cells in enumerate(rows):
+        for c, text in enumerate(cells):
+            lines.append(_centred(text, 350 + 250 * c, 240 + r * LEAD))
+    lines += column(["A paragraph after the table, long enough to fill", "the line."], 100, 400, 900)
+    md = lines_to_markdown(lines, 1240, 1750)
+    assert "| Animal | Description | Price |" in md and "| Emu | stuffed | 133.33 |" in md
+
+
+def test_foot_line_at_both_margins_close_under_a_footnote_is_dropped():
+    """A journal's foot line ("Journal of X" at the left margin, "PREPRINT / 3" at the right) set
+    only a line's height under the last footnote is still page furniture, not the end of each column."""
+    lines = column(LEFT * 2, 100, 1200, 480) + column(RIGHT * 2, 660, 1200, 480)
+    lines += [line("5For sans-serif math, the class provides a switch. These", 660, 1200 + 9 * LEAD, w=480, h=22),
+              line("fonts can act as engineering gothic.", 660, 1200 + 10 * LEAD, w=380, h=22),
+              line("Journal of Layout Tests", 100, 1200 + 11 * LEAD + 10, w=240, h=24),
+              line("PREPRINT FOR REVIEW / 3", 870, 1200 + 11 * LEAD + 10, w=270, h=24)]
+    md = lines_to_markdown(lines, 1240, 1650)
+    assert "Journal of Layout" not in md and "PREPRINT" not in md, md
+    assert md.rstrip().endswith("engineering gothic.")
+    kept = lines_to_markdown(lines, 1240, 1650, keep_furniture=True)
+    assert "Journal of Layout Tests" in kept and "PREPRINT FOR REVIEW / 3" in kept
+
+
+def test_two_columns_whose_padded_boxes_overlap_are_read_column_by_column():
+    """A short two-column stretch of a newspaper story set with a gutter so narrow that the
+    detector's padded boxes of the two columns overlap (no white strip runs down between them):
+    still read left column, then right column, between the full-width text above and below."""
+    above = ["A story opens across the whole block with a long line of running text that",
+             "fills the width, and a second full line follows it here before the columns."]
+    lines = column(above, 100, 200, 900)
+    left = ["Left one starts the narrow left", "left two carries the story on and",
+            "left three keeps going down the", "left four nearly ends the column", "left five, the end."]
+    right = ["Right one starts the right side", "right two follows in its column",
+             "right three keeps going down it", "right four closes the right side", "right five, the end."]
+    for i, (a, b) in enumerate(zip(left, right)):
+        last = i == len(left) - 1
+        lines.append(line(a, 100, 300 + i * LEAD, w=200 if last else 458))
+        lines.append(line(b, 550, 300 + i * LEAD, w=200 if last else 450))
+    lines += column(["Below the columns the story goes on across the whole width in one more long",
+                     "line of running text."], 100, 500, 900)
+    md = lines_to_markdown(lines, 1240, 1750)
+    order = [md.index(t) for t in (above[0], "Left one", "left five", "Right one", "right five", "Below the")]
+    assert order == sorted(order), md
+
+
+def test_stretch_of_lines_run_across_the_gutter_ending_on_a_short_right_line_is_cut():
+    """The detector ran most of the first rows of two narrow columns together, one box per row across
+    the gutter; the last such box ends where the right column's paragraph ends, short of the
+    column's edge. All of them are cut back into their columns, which are then read one after the
+    other."""
+    def words(tag: str, n: int) -> str:
+        return " ".join(f"{tag}w{k}" for k in range(n))[:41].rsplit(" ", 1)[0].ljust(41)
+
+    left = [words(f"left{i}", 9) for i in range(10)]
+    right = [words(f"right{i}", 9) for i in range(10)]
+    right[4] = "right4w0 right4w1 right4w2 ends."
+    lines = []
+    for i in range(10):
+        y = 300 + i * LEAD
+        if i < 5 and i != 3:
+            text = f"{left[i].strip()} {right[i]}"
+            x1 = 580 + 11 * len(right[i]) if i == 4 else 1040
+            lines.append(TextLine(text, (132 if i == 0 else 100, y, x1, y + H)))  # row 0: a paragraph indent
+        else:
+            lines.append(line(left[i].strip(), 100, y, w=460))
+            lines.append(line(right[i].strip(), 580 if i != 5 else 600, y, w=460 if i != 5 else 440))
+    md = lines_to_markdown(lines, 1240, 1750)
+    at = [md.index(f"{tag}{i}w0") for tag in ("left", "right") for i in range(10)]
+    assert at == sorted(at), md
+    # a title in larger type and a byline centred over the columns, a few lines above them, do not
+    # keep the lines whole
+    lines.append(line("This is an example of an editorial story", 570 - 350, 300 - 5 * LEAD, w=700, h=48))
+    lines.append(line("NAME SURNAME", 570 - 66, 300 - 1.5 * LEAD, w=132))
+    md = lines_to_markdown(lines, 1240, 1750)
+    at = [md.index(f"{tag}{i}w0") for tag in ("left", "right") for i in range(10)]
+    assert md.index("editorial story") < md.index("NAME SURNAME") < at[0] and at == sorted(at), md
+
+
+def test_last_row_of_three_columns_run_together_ending_early_is_cut_into_its_columns():
+    """A story in three columns ends with its last row boxed as one line across all three gutters,
+    ending two words into the third column; the rows above are clean. The last row's pieces end
+    their own columns (no row of its own under the story)."""
+    def words(tag: str) -> str:
+        return " ".join(f"{tag}w{k}" for k in range(6))[:30].rsplit(" ", 1)[0]
+
+    lines = []
+    for i in range(8):
+        for k, x in enumerate((100, 450, 800)):
+            lines.append(line(words(f"c{k}r{i}"), x, 300 + i * LEAD, w=340))
+    y = 300 + 8 * LEAD
+    last = f"{words('c0r8')} {words('c1r8')} c2r8w0 ends."
+    lines.append(TextLine(last, (100, y, 800 + 11 * len("c2r8w0 ends."), y + H)))
+    lines.append(line("The next story begins here under a heading", 100, y + 4 * LEAD, w=600, h=40))
+    md = lines_to_markdown(lines, 1240, 1750)
+    at = [md.index(f"c{k}r{i}w0") for k in range(3) for i in range(9)]
+    assert at == sorted(at), md

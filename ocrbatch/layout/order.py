@@ -61,6 +61,13 @@ class _Cutter:
         x0 = min(l.box[0] for l in lines)
         x1 = max(l.box[2] for l in lines)
         self.min_vgap = 0.4 * self.h
+        self._tags = 0
+
+    def _tag(self) -> int:
+        """A fresh column tag for blocks cut apart without a gutter (their rows must not be measured
+        with another column's that happens to have the same path)."""
+        self._tags -= 1
+        return self._tags
 
     # -- gutters ------------------------------------------------------------------------
     def _is_entry_list(self, side: list[TextLine], gutter: float) -> bool:
@@ -257,6 +264,130 @@ class _Cutter:
             out.append(run)
         return out if len(out) > 1 and all(len(o) < len(lines) for o in out) else [lines]
 
+    def _centred_stacks(self, lines: list[TextLine]) -> list[list[TextLine]] | None:
+        """A grid of short centred blocks (the authors of a paper: name, affiliation, address, email
+        stacked under each other, three across, a second row of them below), in reading order: each
+        block whole, blocks left to right, then the next row of blocks. None if `lines` are not such
+        a grid.
+
+        A block is a run of lines one under the next whose centres agree while both their edges are
+        ragged (not a column of text or of a table aligned at one edge); every line of the node must belong to one. A table's columns do not
+        pass: their cells line up in rows of equal count across three or more columns, where the
+        blocks of one row of a grid hold different numbers of lines (one author has two
+        affiliations, another no email)."""
+        if len(lines) < 6 or len(lines) > 80:
+            return None
+        h = self.h
+        stacks: list[list[TextLine]] = []
+        for line in sorted(lines, key=lambda l: l.box[1]):
+            mid = (line.box[0] + line.box[2]) / 2
+            home = None
+            for stack in stacks:
+                last = stack[-1]
+                if abs((last.box[0] + last.box[2]) / 2 - mid) <= 0.5 * h \
+                        and core(line)[0] - core(last)[1] <= 1.2 * h and core(line)[0] > core(last)[0]:
+                    home = stack
+                    break
+            if home is None:
+                stacks.append([line])
+            else:
+                home.append(line)
+        if len(stacks) < 2 or any(len(s) < 2 for s in stacks):
+            return None
+        for stack in stacks:
+            lefts = [l.box[0] for l in stack]
+            rights = [l.box[2] for l in stack]
+            if max(lefts) - min(lefts) < 0.3 * h or max(rights) - min(rights) < 0.3 * h:
+                return None  # lines aligned at one edge: a column of text, a table's column of numbers
+            if max(r - l for l, r in zip(lefts, rights)) > 16 * h:
+                return None  # full lines of prose, no stacked labels
+
+        def span(stack):
+            return core(stack[0])[0], core(stack[-1])[1]
+
+        # rows of blocks: blocks whose vertical spans overlap
+        tiers: list[list[list[TextLine]]] = []
+        for stack in sorted(stacks, key=lambda s: span(s)[0]):
+            if tiers and span(stack)[0] < max(span(s)[1] for s in tiers[-1]):
+                tiers[-1].append(stack)
+            else:
+                tiers.append([stack])
+        for tier in tiers:
+            tier.sort(key=lambda s: s[0].box[0])
+            for a, b in zip(tier, tier[1:]):
+                if max(l.box[2] for l in a) > min(l.box[0] for l in b):
+                    return None  # blocks side by side do not overlap
+            if len(tier) >= 3 and len({len(s) for s in tier}) == 1:
+                return None  # rows of equal count across three or more columns: a table
+        if max(len(t) for t in tiers) < 2:
+            return None
+        return [stack for tier in tiers for stack in tier]
+
+    def _peel_stacks(self, lines: list[TextLine]):
+        """(above, grid, below): a grid of centred blocks (`_centred_stacks`) set across the node
+        among other text (the authors between a paper's title and its two columns), or None. The
+        grid is a run of whole bands of short lines."""
+        bands = self.bands(lines)
+        short = [all(l.box[2] - l.box[0] <= 16 * self.h for l in band) for band in bands]
+        i = 0
+        while i < len(bands):
+            if not short[i]:
+                i += 1
+                continue
+            j = i
+            while j < len(bands) and short[j]:
+                j += 1
+            for a in range(i, min(i + 3, j)):
+                for b in range(j, max(a, j - 3), -1):
+                    grid = [l for band in bands[a:b] for l in band]
+                    if len(grid) < len(lines) and self._centred_stacks(grid) is not None:
+                        return ([l for band in bands[:a] for l in band], grid,
+                                [l for band in bands[b:] for l in band])
+            i = j
+        return None
+
+    def _seam(self, lines: list[TextLine], bands: list[list[TextLine]]) -> tuple[int, int, float] | None:
+        """Two columns of prose that meet without a visible gutter (their padded boxes touch or
+        overlap across a narrow gutter, so no white strip runs down between them): (start, end, x),
+        bands[start:end] being the two columns and x the seam between them, or None.
+
+        The columns are a run of three or more bands in a row, each of two wide lines, one from the
+        node's left edge and one to its right edge, meeting at one x (within a body height); then
+        the bands that follow with no paragraph space, none crossing the seam (a column's last,
+        short line). A single line between such pairs (a paragraph's last line across the block)
+        ends the run: the pairs above it are one wide line cut in two, not two columns."""
+        x0, x1 = min(l.box[0] for l in lines), max(l.box[2] for l in lines)
+        width = x1 - x0
+
+        def pair(band: list[TextLine]) -> float | None:
+            if len(band) != 2:
+                return None
+            a, b = sorted(band, key=lambda l: l.box[0])
+            if a.box[0] - x0 <= self.h and x1 - b.box[2] <= self.h \
+                    and min(a.box[2] - a.box[0], b.box[2] - b.box[0]) >= 0.3 * width \
+                    and abs(a.box[2] - b.box[0]) <= self.h:
+                return (a.box[2] + b.box[0]) / 2
+            return None
+
+        seams = [pair(band) for band in bands]
+        k = 0
+        while k < len(bands):
+            if seams[k] is None:
+                k += 1
+                continue
+            start = k
+            while k < len(bands) and seams[k] is not None and abs(seams[k] - seams[start]) <= self.h:
+                k += 1
+            if k - start >= 3:
+                x = sorted(seams[start:k])[(k - start) // 2]
+                end = k
+                while end < len(bands) and seams[end] is None \
+                        and min(core(l)[0] for l in bands[end]) - max(core(l)[1] for l in bands[end - 1]) <= 0.8 * self.h \
+                        and not any(l.box[0] < x - 0.5 * self.h and l.box[2] > x + 0.5 * self.h for l in bands[end]):
+                    end += 1
+                return start, end, x
+        return None
+
     # -- recursion ------------------------------------------------------------------------
     def cut(self, lines: list[TextLine], column: Column, depth: int = 0) -> list[Region]:
         if len(lines) <= 1 or depth > 30:
@@ -271,6 +402,13 @@ class _Cutter:
             for section in sections:
                 out += self.cut(section, column, depth + 1)
             return out
+        stacks = self._centred_stacks(lines)
+        if stacks is not None:
+            tag = self._tag()
+            return [Region(stack, column + (tag, k)) for k, stack in enumerate(stacks)]
+        peeled = self._peel_stacks(lines)
+        if peeled is not None:
+            return [r for part in peeled if part for r in self.cut(part, column, depth + 1)]
         split = self.gutter(lines)
         if split is not None:
             lines, split = _without_ornaments(lines, split, self.h)
@@ -283,6 +421,18 @@ class _Cutter:
         bands = self.bands(lines)
         if len(bands) == 1:
             return [Region(lines, column)]
+        seam = self._seam(lines, bands)
+        if seam is not None:
+            start, end, x = seam
+            block = [l for band in bands[start:end] for l in band]
+            above = [l for band in bands[:start] for l in band]
+            below = [l for band in bands[end:] for l in band]
+            left = [l for l in block if (l.box[0] + l.box[2]) / 2 < x]
+            right = [l for l in block if (l.box[0] + l.box[2]) / 2 >= x]
+            out = self.cut(above, column, depth + 1) if above else []
+            tag = self._tag()
+            out += self.cut(left, column + (tag, 0), depth + 1) + self.cut(right, column + (tag, 1), depth + 1)
+            return out + (self.cut(below, column, depth + 1) if below else [])
         out: list[Region] = []
         for band in bands:
             out += self.cut(band, column, depth + 1)
@@ -500,22 +650,40 @@ def _split_columns(line: TextLine, lines: list[TextLine], h: float) -> list[Text
         return [line]
     cy = (y0 + y1) / 2
     near = [l for l in lines if l is not line and abs((l.box[1] + l.box[3]) / 2 - cy) <= 6 * h
-            and l.box[0] >= x0 - h and l.box[2] <= x1 + h and l.box[2] - l.box[0] < 0.8 * (x1 - x0)]
+            and l.box[0] >= x0 - 2 * h and l.box[2] <= x1 + h and l.box[2] - l.box[0] < 0.8 * (x1 - x0)]
     # a line of body type that ends where several lines around it end, at a column's right edge (a
     # title across the columns is set larger, or stops short of that edge)
-    if y1 - y0 > 1.2 * h or sum(1 for l in near if abs(l.box[2] - x1) <= h) < 3:
+    # (or a column's paragraph ending short in the right column, run together with the left
+    # column's line: it starts at the left column's edge, and the columns are seen both above and
+    # below it, so it is no full-width paragraph's last line under or over the columns)
+    ends_at_edge = sum(1 for l in near if abs(l.box[2] - x1) <= h) >= 3
+    if y1 - y0 > 1.2 * h or not (ends_at_edge or sum(1 for l in near if abs(l.box[0] - x0) <= h) >= 3):
         return [line]
+    if not ends_at_edge:  # the right column's lines reach past this line's end
+        near = [l for l in lines if l is not line and abs((l.box[1] + l.box[3]) / 2 - cy) <= 6 * h
+                and x0 - 2 * h <= l.box[0] <= x1 - 2 * h and l.box[2] - l.box[0] < 0.8 * (x1 - x0)]
     # A gutter inside the line: several lines nearby start at one place b (the next column's edge)
     # and several end just before it (the column's right edge). With three columns run together,
     # the leftmost gutter is cut first and the rest of the line is looked at again.
-    starts = sorted(l.box[0] for l in near if x0 + 6 * h <= l.box[0] <= x1 - 6 * h)
+    # (a paragraph's last line may end a word or two into the last column)
+    starts = sorted(l.box[0] for l in near if x0 + 6 * h <= l.box[0] <= x1 - (6 if ends_at_edge else 2) * h)
+
+    def c(l: TextLine) -> float:
+        return (l.box[1] + l.box[3]) / 2
+
     for s0 in starts:
         # column lines on both sides, wide (not a word the detector boxed apart); the left ones start at
         # the line's left edge or a paragraph indent past it
         right = [l for l in near if abs(l.box[0] - s0) <= h and l.box[2] - l.box[0] >= 6 * h]
-        left = [l for l in near if s0 - 3 * h <= l.box[2] <= s0 + h and -h <= l.box[0] - x0 <= 2 * h
+        left = [l for l in near if s0 - 3 * h <= l.box[2] <= s0 + h and -2 * h <= l.box[0] - x0 <= 2 * h
                 and l.box[2] - l.box[0] >= 6 * h]
         if len(right) < 3 or len(left) < 3:
+            continue
+        # (seen above and below it, or in the row just above it at the usual leading: the columns'
+        # last row, not a full-width paragraph's last line, which follows a full-width line)
+        if not ends_at_edge and not all(any(c(l) < cy for l in side) and any(c(l) > cy for l in side)
+                                        for side in (left, right)) \
+                and not all(any(0 < cy - c(l) <= 1.6 * h for l in side) for side in (left, right)):
             continue
         a = _quantile([l.box[2] for l in left], 0.9)
         b = _quantile([l.box[0] for l in right], 0.1)
@@ -523,8 +691,12 @@ def _split_columns(line: TextLine, lines: list[TextLine], h: float) -> list[Text
         # the strip (a title, a wide equation) keeps it whole, unless it is another line merged the
         # same way (the detector often runs a whole stretch of both columns' lines together)
         # (the last line of a full-width paragraph reaching past the gutter shows there is none)
+        # (a short byline, or a title in larger type, centred over the columns a few lines off is
+        # no such line)
         if not -h <= b - a <= 3 * h or any(l.box[0] < min(a, b) - h and l.box[2] > max(a, b) + h
                                            and not (abs(l.box[0] - x0) <= h and abs(l.box[2] - x1) <= h)
+                                           and (l.box[2] - l.box[0] >= 0.5 * (x1 - x0) and l.height <= 1.3 * h
+                                                or abs(c(l) - cy) <= h)
                                            for l in near):
             continue
         # the text is cut at the word boundary nearest the gutter, placing characters evenly in the box
@@ -532,7 +704,7 @@ def _split_columns(line: TextLine, lines: list[TextLine], h: float) -> list[Text
         spaces = [i for i, ch in enumerate(line.text) if ch == " "]
         cut = min(spaces, key=lambda i: abs(i - at))
         head, tail = line.text[:cut].strip(), line.text[cut:].strip()
-        if len(head.split()) < 3 or len(tail.split()) < 3:
+        if len(head.split()) < 3 or len(tail.split()) < (3 if ends_at_edge else 2):
             continue
         return [TextLine(head, (x0, y0, a, y1), line.score)] + \
             _split_columns(TextLine(tail, (b, y0, x1, y1), line.score), lines, h)
@@ -556,17 +728,33 @@ def _margin_bands(bands: list[list[TextLine]], h: float, page_height: float):
         return all(thin(b) for b in group) and all(gap(a, b) < 0.8 * h for a, b in zip(group, group[1:])) \
             and any(_STAMP.search(l.text) for b in group for l in b)
 
+    x0 = min(l.box[0] for b in bands for l in b)
+    x1 = max(l.box[2] for b in bands for l in b)
+
+    def spread(band: list[TextLine]) -> bool:
+        """A running head or foot set at both ends of the text block ("Journal of X" at the left
+        margin, "PREPRINT / 3" at the right), each piece short, carrying a page number: it may sit
+        closer to the text than a lone folio does (under a footnote)."""
+        left = min(band, key=lambda l: l.box[0])
+        right = max(band, key=lambda l: l.box[2])
+        return left is not right and len(band) <= 3 and left.box[0] - x0 <= h and x1 - right.box[2] <= h \
+            and all(l.box[2] - l.box[0] <= 0.35 * (x1 - x0) for l in band) \
+            and any(_FOLIO.search(l.text) for l in band)
+
+    def apart(upper: list[TextLine], lower: list[TextLine], edge: list[TextLine]) -> bool:
+        return gap(upper, lower) >= (0.8 * h if edge and thin(edge) and spread(edge) else 1.5 * h)
+
     head: list[list[TextLine]] = []
     tail: list[list[TextLine]] = []
     for k in range(min(4, len(bands) - 2), 0, -1):
         group = bands[:k]
-        if (thin(group[0]) if k == 1 else stamp(group)) and gap(group[-1], bands[k]) >= 1.5 * h \
+        if (thin(group[0]) if k == 1 else stamp(group)) and apart(group[-1], bands[k], group[0] if k == 1 else []) \
                 and max(l.box[3] for b in group for l in b) <= 0.15 * page_height:
             head = [[l for b in group for l in b]]
             break
     for k in range(min(4, len(bands) - 2 - len(head)), 0, -1):
         group = bands[-k:]
-        if (thin(group[0]) if k == 1 else stamp(group)) and gap(bands[-k - 1], group[0]) >= 1.5 * h \
+        if (thin(group[0]) if k == 1 else stamp(group)) and apart(bands[-k - 1], group[0], group[0] if k == 1 else []) \
                 and min(l.box[1] for b in group for l in b) >= 0.85 * page_height:
             tail = [[l for b in group for l in b]]
             break

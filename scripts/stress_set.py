@@ -50,7 +50,7 @@ ITEMS = [
     ("sigplan-p3", "table-beside-prose", "texlive-publishers-doc", "acmart/samples/sample-sigplan.pdf", [3],
      "LPPL-1.3c (acmart)", "two-column paper: a table in one column beside prose, equations; HAS-TABLE"),
     ("sigplan-p1", "title-over-columns", "texlive-publishers-doc", "acmart/samples/sample-sigplan.pdf", [1],
-     "LPPL-1.3c (acmart)", "one-column title block, authors in a 3x2 grid (a table is fair), teaser figure, then two columns; HAS-TABLE"),
+     "LPPL-1.3c (acmart)", "one-column title block, authors in a 3x2 grid of name/affiliation/email blocks (no table: the truth reads author by author), teaser figure, then two columns"),
     ("ieeetran-p1", "title-over-columns", "texlive-latex-extra-doc",
      "authorarchive/examples/brucker-authorarchive-2016-IEEEtran.pdf", [1],
      "LPPL-1.3c (authorarchive)", "IEEEtran paper: title over two columns, bold abstract, a stamp across the top"),

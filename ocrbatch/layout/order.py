@@ -611,15 +611,32 @@ def _split_one(line: TextLine, lines: list[TextLine], h: float) -> list[TextLine
     return parts if len(parts) > 1 else _split_columns(line, lines, h)
 
 
+def _lines_near(line: TextLine, lines: list[TextLine], h: float, left: float) -> list[TextLine]:
+    """Other lines within six line heights above or below `line`, inside its span (from `left` line
+    heights before its start to one past its end) and clearly narrower than it."""
+    x0, y0, x1, y1 = line.box
+    cy = (y0 + y1) / 2
+    return [l for l in lines if l is not line and abs((l.box[1] + l.box[3]) / 2 - cy) <= 6 * h
+            and l.box[0] >= x0 - left * h and l.box[2] <= x1 + h and l.box[2] - l.box[0] < 0.8 * (x1 - x0)]
+
+
+def _cut_text(line: TextLine, a: float, b: float) -> tuple[str, str]:
+    """The line's text cut at the word boundary nearest the gutter between a and b, placing characters
+    evenly in the box."""
+    x0, x1 = line.box[0], line.box[2]
+    at = len(line.text) * ((a + b) / 2 - x0) / (x1 - x0)
+    spaces = [i for i, ch in enumerate(line.text) if ch == " "]
+    cut = min(spaces, key=lambda i: abs(i - at))
+    return line.text[:cut].strip(), line.text[cut:].strip()
+
+
 def _split_two(line: TextLine, lines: list[TextLine], h: float) -> list[TextLine]:
     """A line run across the gutter of two columns whose lines stop and start at its ends."""
     x0, y0, x1, y1 = line.box
     words = line.text.split()
     if x1 - x0 < 10 * h or len(words) < 6:
         return [line]
-    cy = (y0 + y1) / 2
-    near = [l for l in lines if l is not line and abs((l.box[1] + l.box[3]) / 2 - cy) <= 6 * h
-            and l.box[0] >= x0 - h and l.box[2] <= x1 + h and l.box[2] - l.box[0] < 0.8 * (x1 - x0)]
+    near = _lines_near(line, lines, h, left=1)
     left = [l for l in near if abs(l.box[0] - x0) <= h and l.box[2] <= x1 - 6 * h]
     right = [l for l in near if l.box[0] >= x0 + 6 * h and abs(l.box[2] - x1) <= 2 * h]
     if len(left) < 3 or len(right) < 3:
@@ -630,11 +647,7 @@ def _split_two(line: TextLine, lines: list[TextLine], h: float) -> list[TextLine
     if not -h <= b - a <= 3 * h or any(l.box[0] < min(a, b) - 2 * h and l.box[2] > max(a, b) + 2 * h
                                        for l in near):
         return [line]
-    # the text is cut at the word boundary nearest the gutter, placing characters evenly in the box
-    at = len(line.text) * ((a + b) / 2 - x0) / (x1 - x0)
-    spaces = [i for i, ch in enumerate(line.text) if ch == " "]
-    cut = min(spaces, key=lambda i: abs(i - at))
-    head, tail = line.text[:cut].strip(), line.text[cut:].strip()
+    head, tail = _cut_text(line, a, b)
     if len(head.split()) < 3 or len(tail.split()) < 3:
         return [line]
     return [TextLine(head, (x0, y0, a, y1), line.score), TextLine(tail, (b, y0, x1, y1), line.score)]
@@ -649,8 +662,7 @@ def _split_columns(line: TextLine, lines: list[TextLine], h: float) -> list[Text
     if x1 - x0 < 10 * h or len(words) < 6:
         return [line]
     cy = (y0 + y1) / 2
-    near = [l for l in lines if l is not line and abs((l.box[1] + l.box[3]) / 2 - cy) <= 6 * h
-            and l.box[0] >= x0 - 2 * h and l.box[2] <= x1 + h and l.box[2] - l.box[0] < 0.8 * (x1 - x0)]
+    near = _lines_near(line, lines, h, left=2)
     # a line of body type that ends where several lines around it end, at a column's right edge (a
     # title across the columns is set larger, or stops short of that edge)
     # (or a column's paragraph ending short in the right column, run together with the left
@@ -699,11 +711,7 @@ def _split_columns(line: TextLine, lines: list[TextLine], h: float) -> list[Text
                                                 or abs(c(l) - cy) <= h)
                                            for l in near):
             continue
-        # the text is cut at the word boundary nearest the gutter, placing characters evenly in the box
-        at = len(line.text) * ((a + b) / 2 - x0) / (x1 - x0)
-        spaces = [i for i, ch in enumerate(line.text) if ch == " "]
-        cut = min(spaces, key=lambda i: abs(i - at))
-        head, tail = line.text[:cut].strip(), line.text[cut:].strip()
+        head, tail = _cut_text(line, a, b)
         if len(head.split()) < 3 or len(tail.split()) < (3 if ends_at_edge else 2):
             continue
         return [TextLine(head, (x0, y0, a, y1), line.score)] + \

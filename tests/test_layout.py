@@ -547,3 +547,21 @@ def test_last_row_of_three_columns_run_together_ending_early_is_cut_into_its_col
     md = lines_to_markdown(lines, 1240, 1750)
     at = [md.index(f"c{k}r{i}w0") for k in range(3) for i in range(9)]
     assert at == sorted(at), md
+
+
+def test_short_words_the_detector_boxed_apart_in_widely_set_type_are_never_dropped():
+    # Typewriter type: the detector boxes each line in pieces at its wide word spaces, and the pieces
+    # of three lines happen to leave a strip down the block, with short words ("to", "or") in it.
+    # Whatever the order, no word is lost: only circles and dots down a gutter are ornaments.
+    pieces = [("Copy", 57, 111), ("llncs.cls and sample.bib", 120, 411), ("to", 419, 448),
+              ("your texmf tree,", 452, 647),
+              ("then", 60, 111), ("see www.example.com/docs", 118, 411), ("or", 417, 445),
+              ("mail info@example.org", 451, 709),
+              ("for", 60, 97), ("the setup of version 2.4", 107, 399), ("and", 405, 447),
+              ("main.tex files.", 451, 635)]
+    lines = [TextLine(t, (x0, 41 + 48 * (i // 4), x1, 64 + 48 * (i // 4))) for i, (t, x0, x1) in enumerate(pieces)]
+    md = lines_to_markdown(lines, 790, 224)
+    words = md.replace("#", " ").split()
+    for t, _, _ in pieces:
+        for w in t.split():
+            assert w in words, md

@@ -503,13 +503,19 @@ class _Cutter:
         return out
 
 
+# what an ornament down a gutter is read as: one or two circles, dots, dashes or dingbats, never a word
+_ORNAMENT = re.compile(r"[oO0°•·∘◦○●◆◇■□▪▫*+\-–—|.:,;'\"]{1,2}")
+
+
 def _without_ornaments(lines: list[TextLine], split, h: float):
     """`lines` and `split` less the ornaments of the gutter: a rule of dots or circles, a dingbat
-    between the columns, read as "o", "0" or "•" (one or two characters lying inside the gutter)."""
+    between the columns, read as "o", "0" or "•" (one or two such characters lying inside the
+    gutter; a short word there, "to" or "or", is text and stays)."""
     a, b = split[2]
     texts = [l.box[0] for l in split[1] if len(l.text.strip()) > 2]  # where the right column's text starts
     b = max(b, _quantile(texts, 0.1)) if texts else b
-    junk = {id(l) for l in lines if len(l.text.strip()) <= 2 and l.box[0] >= a - 0.5 * h and l.box[2] <= b + 0.5 * h}
+    junk = {id(l) for l in lines if _ORNAMENT.fullmatch(l.text.strip())
+            and l.box[0] >= a - 0.5 * h and l.box[2] <= b + 0.5 * h}
     if not junk:
         return lines, split
     keep = [l for l in lines if id(l) not in junk]

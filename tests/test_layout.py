@@ -463,6 +463,22 @@ def test_an_indented_full_width_paragraph_over_two_columns_stays_whole_before_th
     assert at == sorted(at), md
 
 
+def test_last_rows_of_two_columns_run_together_over_the_left_columns_short_last_line_are_cut():
+    # The left column ends a line after the right one, on a short line; the detector ran the two rows
+    # above it across the gutter. They look like a paragraph set across the columns, but the columns
+    # run full into them from the row above, so they are cut back into their columns.
+    lines = []
+    for i in range(8):
+        left, right = f"left{i} line of the story in the left column", f"right{i} line of the story in the right column"
+        y = 300 + i * LEAD
+        lines += [line(f"{left} {right}", 100, y, w=1030)] if i >= 6 else [line(left, 100, y, w=480),
+                                                                           line(right, 610, y, w=520)]
+    lines.append(line("left8 ends.", 100, 300 + 8 * LEAD))
+    md = lines_to_markdown(lines, 1240, 1750)
+    at = [md.index(f"{side}{i} ") for side in ("left", "right") for i in range(8)]
+    assert at == sorted(at) and at[7] < md.index("left8 ends.") < at[8], md
+
+
 def _centred(text: str, mid: float, y: float) -> TextLine:
     w = 11 * len(text)
     return line(text, mid - w / 2, y, w=w)

@@ -724,25 +724,36 @@ def _split_columns(line: TextLine, lines: list[TextLine], h: float) -> list[Text
 
 def _paragraph_across(line: TextLine, lines: list[TextLine], h: float, a: float) -> bool:
     """Whether `line` is a line of a paragraph set across the gutter at `a`, not lines of two columns
-    run together: the lines of its extent under it, one per row at the usual leading, end on the
+    run together: the lines of its extent around it, one per row at the usual leading, end on the
     paragraph's last line, a short line from the left edge that stops well before the gutter with
     nothing level with it further right. Where the columns run together, the right column goes on
-    beside such a short line (or the detector runs it in too, and the row is of the same extent)."""
+    beside such a short line (or the detector runs it in too, and the row is of the same extent),
+    unless the columns end there, the left one a line after the right: then both columns run full
+    into the first of those lines from the row above, where a paragraph under the columns follows
+    the end of at least one of them (a short line) and one over them follows no columns."""
     x0, x1 = line.box[0], line.box[2]
 
     def c(l: TextLine) -> float:
         return (l.box[1] + l.box[3]) / 2
 
+    def row(l: TextLine, step: float) -> list[TextLine]:  # the lines of the row above (-1) or below (1)
+        return [k for k in lines if 0 < step * (c(k) - c(l)) <= 1.6 * h and k.height <= 1.3 * h]
+
     # (the first line of a paragraph may be indented, so the left edges agree within two heights)
     same = [l for l in lines if abs(l.box[2] - x1) <= h and abs(l.box[0] - x0) <= 2 * h and l.height <= 1.3 * h]
-    last = line
+    first = last = line
+    while above := [l for l in same if 0 < c(first) - c(l) <= 1.6 * h]:
+        first = max(above, key=c)
     while below := [l for l in same if 0 < c(l) - c(last) <= 1.6 * h]:
         last = min(below, key=c)
     edge = min(x0, last.box[0])  # (or the indent, when the paragraph has only this line and its last)
-    ends = [l for l in lines if 0 < c(l) - c(last) <= 1.6 * h and edge - 2 * h <= l.box[0] <= edge + h
-            and l.box[2] < a - 2 * h and l.height <= 1.3 * h]
-    return any(not any(abs(c(l) - c(end)) <= 0.5 * h and end.box[2] < l.box[0] < x1 for l in lines)
-               for end in ends)
+    ends = [l for l in row(last, 1) if edge - 2 * h <= l.box[0] <= edge + h and l.box[2] < a - 2 * h]
+    if not any(not any(abs(c(l) - c(end)) <= 0.5 * h and end.box[2] < l.box[0] < x1 for l in lines)
+               for end in ends):
+        return False
+    over = row(first, -1)
+    return not (any(abs(l.box[0] - edge) <= 2 * h and a - h <= l.box[2] <= a + h for l in over)
+                and any(l.box[0] >= a and l.box[2] >= x1 - h for l in over))
 
 
 def _margin_bands(bands: list[list[TextLine]], h: float, page_height: float):

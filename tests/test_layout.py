@@ -626,3 +626,71 @@ def test_short_words_the_detector_boxed_apart_in_widely_set_type_are_never_dropp
     for t, _, _ in pieces:
         for w in t.split():
             assert w in words, md
+
+
+def _typed(texts: list[str], breaks: list[list[int]], pitch: int = 13, lead: int = 44, h: int = 23) -> list[TextLine]:
+    """Lines of typewriter type (one character every `pitch` px), boxed in pieces at the spaces at
+    the given character positions, as the detector boxes widely set type at its wide word spaces."""
+    out = []
+    for i, (text, at) in enumerate(zip(texts, breaks)):
+        cuts = [0] + [k + 1 for k in at] + [len(text) + 1]
+        for a, b in zip(cuts, cuts[1:]):
+            x = 60 + pitch * a
+            out.append(TextLine(text[a:b - 1], (x - 3, 40 + lead * i, x + pitch * (b - 1 - a) + 3, 40 + lead * i + h)))
+    return out
+
+
+def test_lines_of_widely_set_type_are_read_whole_though_their_word_spaces_line_up():
+    # A typewritten paragraph: every line is boxed in pieces at word spaces, and one of those spaces
+    # falls at the same character in all four lines, leaving a white strip down the block that looks
+    # like the gutter of two columns. A gutter runs white down the height of its columns; word
+    # spaces line up over a few lines by chance: each sentence is read in one piece.
+    texts = ["The tenant shall pay the rent on the first day,", "and he must keep all rooms in a good state of",
+             "repair. The landlord may enter at any reasonable", "hour to see to them, on giving one day of notice."]
+    md = lines_to_markdown(_typed(texts, [[10, 20, 36], [6, 20, 31], [11, 20, 33], [7, 20, 34]]), 800, 260)
+    assert " ".join(md.split()) == " ".join(texts), md
+
+
+def test_pieces_of_typewriter_lines_with_short_words_in_the_strip_are_read_in_order():
+    # The pieces the embedded engine finds on three lines in a fixed-pitch font: two strips line up
+    # down the block, one with "to", "or", "and" on its left.
+    pieces = [("Copy", 57, 111), ("llncs.cls and sample.bib", 120, 411), ("to", 419, 448),
+              ("your texmf tree,", 452, 647),
+              ("then", 60, 111), ("see www.example.com/docs", 118, 411), ("or", 417, 445),
+              ("mail info@example.org", 451, 709),
+              ("for", 60, 97), ("the setup of version 2.4", 107, 399), ("and", 405, 447),
+              ("main.tex files.", 451, 635)]
+    lines = [TextLine(t, (x0, 41 + 48 * (i // 4), x1, 64 + 48 * (i // 4))) for i, (t, x0, x1) in enumerate(pieces)]
+    md = lines_to_markdown(lines, 790, 224)
+    assert " ".join(md.split()) == " ".join(t for t, _, _ in pieces), md
+
+
+def test_two_columns_a_word_space_apart_stay_apart_though_the_detector_broke_some_of_their_lines():
+    # Justified columns 14 px apart (about a word space) down eight lines, three lines of each broken
+    # in two at a wide space: the strip between the columns runs white down every line, so no piece
+    # is joined across it and the columns are read one after the other.
+    lines = []
+    for k, x in enumerate((100, 514)):
+        for i in range(8):
+            y = 300 + i * LEAD
+            words = [f"c{k}r{i}w{j}" for j in range(5)]
+            if i in (1, 2, 5):
+                lines += [TextLine(" ".join(words[:3]), (x, y, x + 240, y + H)),
+                          TextLine(" ".join(words[3:]), (x + 250, y, x + 400, y + H))]
+            else:
+                lines.append(TextLine(" ".join(words), (x, y, x + 400, y + H)))
+    md = lines_to_markdown(lines, 1240, 1750)
+    at = [md.index(f"c{k}r{i}w0") for k in range(2) for i in range(8)]
+    assert at == sorted(at), md
+
+
+def test_a_short_block_of_columns_a_word_space_apart_is_still_read_column_by_column():
+    # Three columns of three lines, 20 px apart (less than a line height, like a word space) and
+    # nothing above or below: too short for the strips to run white down many lines, but each
+    # column's lines start and end at the same places, line after line, as pieces of typewriter
+    # lines do not.
+    lines = [line(f"c{k}r{i}w0 words in the column", 100 + 360 * k, 300 + i * LEAD, w=340)
+             for k in range(3) for i in range(3)]
+    md = lines_to_markdown(lines, 1240, 1750)
+    at = [md.index(f"c{k}r{i}w0") for k in range(3) for i in range(3)]
+    assert at == sorted(at), md

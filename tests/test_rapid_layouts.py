@@ -174,3 +174,30 @@ def test_a_sheet_of_small_type_in_narrow_columns_is_read_column_by_column(rapid)
     pos = [p for p in _positions(_flat(md), WORDS[:27]) if p >= 0]
     assert len(pos) >= 24, md
     assert pos == sorted(pos), md
+
+
+def _typewritten(lines: list[str], size: int, pitch: int, lead: int = 48) -> Image.Image:
+    """`lines` set as a typewriter sets them: one character every `pitch` px, each centred in its cell."""
+    font = _font(size)
+    im = Image.new("RGB", (120 + pitch * max(map(len, lines)), 80 + lead * len(lines)), "white")
+    d = ImageDraw.Draw(im)
+    for i, line in enumerate(lines):
+        for j, ch in enumerate(line):
+            d.text((60 + j * pitch + (pitch - d.textlength(ch, font=font)) / 2, 40 + lead * i), ch, font=font,
+                   fill="black")
+    return im
+
+
+@pytest.mark.parametrize("size,pitch", [(18, 12), (20, 14), (22, 13)])
+def test_a_typewritten_paragraph_is_read_sentence_by_sentence(rapid, size, pitch):
+    # Wide word spaces: the detector boxes each line in pieces, and on three lines some of their
+    # spaces line up into a white strip down the block. It is no gutter: each line is read whole,
+    # one after the other (not the left halves of all three, then the right halves).
+    lines = ["Copy llncs.cls and sample.bib to your texmf tree,",
+             "then see www.example.com/docs or mail info@example.org",
+             "for the setup of version 2.4 and main.tex files."]
+    md = _read(rapid, _typewritten(lines, size, pitch))
+    text = "".join(md.split()).lower()  # (the recognizer may read a wide-set word as "t hen")
+    pos = [text.find(m) for m in ("sample.bib", "texmftree", "example.com/docs", "info@example.org",
+                                  "version2.4", "main.texfiles")]
+    assert -1 not in pos and pos == sorted(pos), md

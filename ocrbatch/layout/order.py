@@ -19,12 +19,12 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ..records import TextLine
-from .geometry import body_height, core
+from .geometry import body_height, core, ink as _ink
+from .spaced import join_spaced
 
 Column = tuple[int, ...]
 BLANK_BAND = 3.0  # a white band across a node this many body heights tall separates what is above and below
 BLOCK_GUTTER = 3.0  # a clean vertical white band this many body heights wide parts two blocks of prose
-PAD = 0.06  # horizontal padding of a detector box, as a fraction of its height
 FURNITURE = {("head",), ("foot",)}  # the columns of running heads and feet
 # a page number at either end of a line ("7", "Page 7", "2 / 86"), a year, a copyright or download stamp
 _FOLIO = re.compile(r"^\W*(?:page\s+)?\d{1,4}(?:\s*/\s*\d{1,4})?\b|\b\d{1,4}(?:\s*/\s*\d{1,4})?\W*$"
@@ -522,13 +522,6 @@ def _without_ornaments(lines: list[TextLine], split, h: float):
     return keep, ([l for l in split[0] if id(l) not in junk], [l for l in split[1] if id(l) not in junk], split[2])
 
 
-def _ink(line: TextLine) -> TextLine:
-    """`line` with its box narrowed by the detector's padding (a fraction of its height a side)."""
-    x0, y0, x1, y1 = line.box
-    pad = min(PAD * (y1 - y0), 0.25 * (x1 - x0))
-    return TextLine(line.text, (x0 + pad, y0, x1 - pad, y1), line.score)
-
-
 def _width(lines: list[TextLine]) -> float:
     return max(1.0, max(l.box[2] for l in lines) - min(l.box[0] for l in lines))
 
@@ -578,6 +571,7 @@ def reading_order(lines: Sequence[TextLine], page_height: float) -> list[Region]
     if not lines:
         return []
     lines = split_merged(lines, body_height(lines))
+    lines = join_spaced(lines, body_height(lines))
     cutter = _Cutter(lines)
     bands = cutter.bands(list(lines))
     head, tail = _margin_bands(bands, cutter.h, page_height)

@@ -105,3 +105,45 @@ def test_a_page_of_one_column_with_a_wide_white_band_loses_nothing():
     md = lines_to_markdown(lines, 1240, 1400)
     assert any(l.strip() == "2" for l in md.splitlines()), md
     assert "- 3 -" not in md
+
+
+def test_a_scanned_book_spread_reads_without_its_running_heads_and_folios(rapid):
+    # Real OCR of a rendered open book (landscape, two pages, the right one set lower as on a scan
+    # laid a little askew): each page's running head and folio are left out, its text read page by
+    # page; kept with keep_furniture.
+    from PIL import Image, ImageDraw, ImageFont
+
+    from ocrbatch.config import EngineOptions
+    from ocrbatch.engines.rapid import RapidOcrEngine
+    from ocrbatch.records import PageImage
+
+    words = ("river garden window silver market winter harbor candle meadow pocket orange forest ladder "
+             "bridge summer castle basket button carpet dinner engine farmer finger flower").split()
+    im = Image.new("RGB", (1754, 1240), "white")
+    d = ImageDraw.Draw(im)
+    font = ImageFont.load_default(size=24)
+    for p, (x, y, folio) in enumerate(((110, 90, 12), (960, 230, 13))):
+        d.text((x, y), "Chapter 3: The Sea", font=font, fill="black")
+        d.text((x + 680 - d.textlength(str(folio), font=font), y), str(folio), font=font, fill="black")
+        for i in range(12):
+            d.text((x, y + 80 + 38 * i), f"{words[12 * p + i]} and then the rest of the line runs on here",
+                   font=font, fill="black")
+        d.text((x + 310, y + 80 + 38 * 12 + 50), f"- {folio} -", font=font, fill="black")
+
+    def read(engine) -> str:
+        out = engine.infer([PageImage(ref=None, image=im)])[0]  # type: ignore[arg-type]
+        assert not isinstance(out, Exception), out
+        return out.markdown
+
+    md = read(rapid)
+    assert "chapter" not in md.lower() and "- 12 -" not in md and "- 13 -" not in md, md
+    assert not any(l.strip() in ("12", "13") for l in md.splitlines()), md
+    pos = [md.find(w + " ") for w in words]
+    assert all(p >= 0 for p in pos) and pos == sorted(pos), md
+    keep = RapidOcrEngine(EngineOptions(keep_furniture=True))
+    keep.load("cpu")
+    try:
+        kept = read(keep)
+    finally:
+        keep.close()
+    assert kept.count("Chapter 3") == 2 and "12" in kept and "13" in kept, kept

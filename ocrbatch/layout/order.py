@@ -47,7 +47,8 @@ _STAMP = re.compile(r"\bauthor'?s? (?:version|copy)\b|\bpersonal use\b|\bredistr
 def is_furniture(region: "Region", h: float) -> bool:
     """A running head or foot: a thin band set apart at the top or bottom of the page (see
     `_margin_bands`) or of one page of several on the image (`_page_furniture`), not in title type,
-    that carries a page number at a line's end, a year, a copyright line or a download stamp. A receipt's shop name or closing thanks, a document's title, stays."""
+    that carries a page number at a line's end, a year, a copyright line or a download stamp. A
+    receipt's shop name or closing thanks, a document's title, stays."""
     return (region.column in FURNITURE and max(l.height for l in region.lines) <= 1.3 * h
             and any(_FOLIO.search(l.text) for l in region.lines))
 
@@ -832,7 +833,7 @@ def _page_furniture(lines: list[TextLine], bands: list[list[TextLine]], h: float
         if len(band) != 1:
             return None
         line = band[0]
-        centred = abs((line.box[0] + line.box[2]) / 2 - mid) <= 2 * h
+        centred = abs((line.box[0] + line.box[2]) / 2 - mid) <= max(2 * h, 0.15 * (x1 - x0))  # ragged text too
         if line.box[0] - x0 <= h and x1 - line.box[2] <= h and _PAGE_NO.search(line.text):
             return 1.5 * h  # a running head the detector boxed in one piece across the page
         if foot and _BARE_FOLIO.search(line.text) and (centred or line.box[0] - x0 <= h or x1 - line.box[2] <= h):

@@ -48,12 +48,13 @@ def test_heads_and_feet_of_two_pages_side_by_side_are_dropped_unless_kept():
 
 def sheet_page(tag: str, x: float, y: float, n: int) -> list[TextLine]:
     """A newspaper page on a sheet: the running head in three pieces (paper and date, section, edition
-    and page), two columns of text, a copyright foot line at the left margin."""
+    and page), two columns of text, a foot line at the left margin (its © read as "c", as OCR often
+    does)."""
     lines = [line("The Daily Test, 6 June", x, y, w=200), line("SECTION B", x + 270, y, w=100),
              line(f"edition {n} / 4", x + 640 - 130, y, w=130)]
     for c in range(2):
         lines += prose(f"{tag}{'lr'[c]}", x + 330 * c, y + 2 * LEAD, 14, width=310)
-    lines.append(line("© Test Press - Created using TestTeX", x, y + 18 * LEAD, w=330))
+    lines.append(line("c Test Press - Created using TestTeX", x, y + 18 * LEAD, w=330))
     return lines
 
 

@@ -47,10 +47,10 @@ _STAMP = re.compile(r"\bauthor'?s? (?:version|copy)\b|\bpersonal use\b|\bredistr
 def is_furniture(region: "Region", h: float) -> bool:
     """A running head or foot: a thin band set apart at the top or bottom of the page (see
     `_margin_bands`) or of one page of several on the image (`_page_furniture`), not in title type,
-    that carries a page number at a line's end, a year, a copyright line or a download stamp. A
-    receipt's shop name or closing thanks, a document's title, stays."""
+    that carries a page number at a line's end, a year, a copyright line, a download or "created
+    using" stamp. A receipt's shop name or closing thanks, a document's title, stays."""
     return (region.column in FURNITURE and max(l.height for l in region.lines) <= 1.3 * h
-            and any(_FOLIO.search(l.text) for l in region.lines))
+            and any(_FOLIO.search(l.text) or _FOOT_LINE.search(l.text) for l in region.lines))
 
 
 def is_margin_stamp(line: TextLine, page_width: float) -> bool:

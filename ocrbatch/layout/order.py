@@ -49,7 +49,9 @@ def is_furniture(region: "Region", h: float) -> bool:
     `_margin_bands`) or of one page of several on the image (`_page_furniture`), not in title type,
     that carries a page number at a line's end, a year, a copyright line, a download or "created
     using" stamp. A receipt's shop name or closing thanks, a document's title, stays."""
-    return (region.column in FURNITURE and max(l.height for l in region.lines) <= 1.3 * h
+    # (of three pieces or more, most in body type: a logo in a running head is boxed taller)
+    heights = sorted(l.height for l in region.lines)
+    return (region.column in FURNITURE and heights[len(heights) // 2] <= 1.3 * h
             and any(_FOLIO.search(l.text) or _FOOT_LINE.search(l.text) for l in region.lines))
 
 

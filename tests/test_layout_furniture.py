@@ -1,5 +1,6 @@
-"""Layout: several pages set on one image (an open book scanned flat, a sheet of pages in rows), each
-with its own running head and foot, which sit in the middle of the image. Synthetic boxes: milliseconds."""
+"""Layout: page furniture (running heads and feet), on a page and where several pages are set on one
+image (an open book scanned flat, a sheet of pages in rows), each with its own running head and foot
+in the middle of the image. Synthetic boxes (milliseconds), and one rendered page read by the engine."""
 
 from __future__ import annotations
 
@@ -28,6 +29,17 @@ def book_page(tag: str, x: float, y: float, chapter: int, folio: int, rows: int 
     lines += prose(tag, x, y + 2 * LEAD, rows)
     lines.append(line(f"- {folio} -", x + 230, y + (rows + 3) * LEAD, w=60))
     return lines
+
+
+def test_running_head_whose_logo_is_boxed_taller_is_still_dropped():
+    # A newspaper's running head in three pieces: its name set as a logo (boxed taller than body
+    # type), the section, the edition and page number. Most of it is body type: furniture.
+    lines = [line("paperTeX , 6 June", 100, 40, w=200, h=36), line("SECTION B", 560, 44, w=110),
+             line("my edition 5 / 5", 980, 44, w=160)]
+    lines += prose("b", 100, 120, 10, width=1040)
+    md = lines_to_markdown(lines, 1240, 1750)
+    assert md.startswith("b0 ") and "SECTION" not in md and "5 / 5" not in md, md
+    assert lines_to_markdown(lines, 1240, 1750, keep_furniture=True).startswith("paperTeX , 6 June SECTION B"), md
 
 
 def test_heads_and_feet_of_two_pages_side_by_side_are_dropped_unless_kept():

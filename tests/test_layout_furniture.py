@@ -160,3 +160,23 @@ def test_a_scanned_book_spread_reads_without_its_running_heads_and_folios(rapid)
     finally:
         keep.close()
     assert kept.count("Chapter 3") == 2 and "12" in kept and "13" in kept, kept
+
+
+def test_head_of_a_page_below_another_repeating_the_first_ones_is_dropped():
+    # Two pages of two columns each, one above the other (a 2-up print turned, a long screenshot):
+    # the lower page's running head, mid-image, carries no page number, only the conference's
+    # date, but repeats the upper page's head (the image's own): furniture, like it.
+    lines = []
+    for k, (left, right) in enumerate([("Conference acronym 'XX, June 2018, Woodstock", "The Name of the Title"),
+                                       ("Trovato and Tobin", "Conference acronym 'XX, June 2018, Woodstock")]):
+        y = 60 + 760 * k
+        lines += [line(left, 100, y, w=400, h=22), line(right, 1140 - 400, y, w=400, h=22)]
+        lines += prose(f"k{k}l", 100, y + 2 * LEAD, 20, width=490)
+        lines += prose(f"k{k}r", 650, y + 2 * LEAD, 20, width=490)
+    md = lines_to_markdown(lines, 1240, 1560)
+    assert "Conference" not in md and "Trovato" not in md and "Title" not in md, md
+    for k in range(2):
+        for side in "lr":
+            assert all(f"k{k}{side}{i} " in md for i in range(20)), md
+    kept = lines_to_markdown(lines, 1240, 1560, keep_furniture=True)
+    assert kept.count("Conference acronym") == 2 and "Trovato and Tobin" in kept, kept

@@ -49,9 +49,7 @@ def is_furniture(region: "Region", h: float) -> bool:
     `_margin_bands`) or of one page of several on the image (`_page_furniture`), not in title type,
     that carries a page number at a line's end, a year, a copyright line, a download or "created
     using" stamp. A receipt's shop name or closing thanks, a document's title, stays."""
-    # (of three pieces or more, most in body type: a logo in a running head is boxed taller)
-    heights = sorted(l.height for l in region.lines)
-    return (region.column in FURNITURE and heights[len(heights) // 2] <= 1.3 * h
+    return (region.column in FURNITURE and _body_type(region.lines, h)
             and any(_FOLIO.search(l.text) or _FOOT_LINE.search(l.text) for l in region.lines))
 
 
@@ -75,6 +73,7 @@ class _Cutter:
         x1 = max(l.box[2] for l in lines)
         self.min_vgap = 0.4 * self.h
         self._tags = 0
+        self.running: tuple[set[str], set[str]] = (set(), set())  # the image's running head and foot
 
     def _tag(self) -> int:
         """A fresh column tag for blocks cut apart without a gutter (their rows must not be measured
@@ -402,21 +401,39 @@ class _Cutter:
         return None
 
     # -- recursion ------------------------------------------------------------------------
-    def cut(self, lines: list[TextLine], column: Column, depth: int = 0, block: bool = False) -> list[Region]:
+    def _furniture(self, lines: list[TextLine]) -> tuple[list[TextLine], list[TextLine]]:
+        """The running head and foot of `lines` if they are a page of running text of their own
+        (`_page_furniture`), each [] if none."""
+        if not self._is_prose_block(lines):
+            return [], []
+        head, foot = _page_furniture(lines, self.bands(lines), self.h, self.running)
+        return head or [], foot or []
+
+    def cut(self, lines: list[TextLine], column: Column, depth: int = 0, block: bool = False,
+            peel: bool = True) -> list[Region]:
         """Regions of `lines` in reading order. `block`: `lines` are one of several blocks the
         image was cut into at a wide white band or gutter, perhaps a page of its own with its
         running head and foot (see `_page_furniture`), tagged as the page's are."""
         if len(lines) <= 1 or depth > 30:
             return [Region(lines, column)]
-        if block and self._is_prose_block(lines):
-            head, foot = _page_furniture(lines, self.bands(lines), self.h)
+        if block:
+            head, foot = self._furniture(lines)
             if head or foot:
-                taken = {id(l) for l in (head or []) + (foot or [])}
+                taken = {id(l) for l in head + foot}
                 body = [l for l in lines if id(l) not in taken]
                 return ([Region(head, ("head",))] if head else []) + self.cut(body, column, depth + 1) \
                     + ([Region(foot, ("foot",))] if foot else [])
         sections = self._blank_bands(lines)
         if len(sections) > 1 and not self._blocks_in_rows(lines, sections):
+            # pages one above the other whose columns are read down through both: each page's own
+            # head and foot go first and last, as the image's do
+            found = [self._furniture(section) for section in sections] if peel else []
+            heads, feet = [h for h, _ in found if h], [f for _, f in found if f]
+            if heads or feet:
+                taken = {id(l) for band in heads + feet for l in band}
+                body = [l for l in lines if id(l) not in taken]
+                return [Region(b, ("head",)) for b in heads] + self.cut(body, column, depth + 1, peel=False) \
+                    + [Region(b, ("foot",)) for b in feet]
             sections = [lines]
         blocks = len(sections) > 1
         if not blocks:
@@ -602,6 +619,7 @@ def reading_order(lines: Sequence[TextLine], page_height: float) -> list[Region]
     cutter = _Cutter(lines)
     bands = cutter.bands(list(lines))
     head, tail = _margin_bands(bands, cutter.h, page_height)
+    cutter.running = (_running_keys(head), _running_keys(tail))
     taken = {id(l) for band in head + tail for l in band}
     body = [l for band in bands for l in band if id(l) not in taken]
     regions = [Region(b, ("head",)) for b in head]
@@ -792,6 +810,20 @@ def _thin(band: list[TextLine], h: float) -> bool:
     return max(l.box[3] for l in band) - min(l.box[1] for l in band) <= 2.5 * h
 
 
+def _running_keys(bands: list[list[TextLine]]) -> set[str]:
+    """The pieces of running heads or feet, reduced to their letters (page numbers and dates differ
+    from page to page), those long enough to tell a repeat from chance."""
+    keys = {re.sub(r"[\W\d_]+", "", l.text).lower() for band in bands for l in band}
+    return {k for k in keys if len(k) >= 8}
+
+
+def _body_type(lines: list[TextLine], h: float) -> bool:
+    """Not in title type: of three pieces or more, most (a paper's name set as a logo in its running
+    head is boxed taller than the rest)."""
+    heights = sorted(l.height for l in lines)
+    return heights[len(heights) // 2] <= 1.3 * h
+
+
 def _band_gap(upper: list[TextLine], lower: list[TextLine]) -> float:
     return min(core(l)[0] for l in lower) - max(core(l)[1] for l in upper)
 
@@ -808,7 +840,8 @@ def _spread(band: list[TextLine], x0: float, x1: float, h: float, number: re.Pat
         and any(number.search(l.text) for l in band)
 
 
-def _page_furniture(lines: list[TextLine], bands: list[list[TextLine]], h: float):
+def _page_furniture(lines: list[TextLine], bands: list[list[TextLine]], h: float,
+                    running: tuple[set[str], set[str]] = (set(), set())):
     """(head, foot) of one page set among others on an image (pages side by side, a sheet of
     pages in rows): the band alone at its top (bottom), or None each.
 
@@ -818,8 +851,10 @@ def _page_furniture(lines: list[TextLine], bands: list[list[TextLine]], h: float
     page number ("Chapter 3 ... 12", "paperTeX ... 3 / 5"), or one piece across it starting or
     ending with one; at the foot also one line alone that is a page number ("12", "- 12 -", "Page
     12") at the page's left or right edge or centred on it, or a copyright or "created using" line
-    starting at the page's left edge or centred on it. All in body type, thin, set apart from the
-    text. The page must be running text (`_Cutter._is_prose_block`, checked by the caller)."""
+    starting at the page's left edge or centred on it; or a band that repeats a piece of the
+    image's own running head (foot), `running` (`_running_keys`), and carries a year or a page
+    number. All in body type, thin, set apart from the text. The page must be running text
+    (`_Cutter._is_prose_block`, checked by the caller)."""
     if len(bands) < 4:
         return None, None
     x0 = min(l.box[0] for l in lines)
@@ -828,10 +863,12 @@ def _page_furniture(lines: list[TextLine], bands: list[list[TextLine]], h: float
 
     def strong(band: list[TextLine], foot: bool) -> float | None:
         """How far from the text such a band must stand, or None if it is no furniture."""
-        if not _thin(band, h) or any(l.height > 1.3 * h for l in band):
+        if not _thin(band, h) or not _body_type(band, h):
             return None
         if _spread(band, x0, x1, h, _PAGE_NO, piece=0.6):  # a narrow page: its head fills more of it
-            return 0.8 * h
+            return 1.2 * h
+        if _running_keys([band]) & running[foot] and any(_FOLIO.search(l.text) for l in band):
+            return 1.2 * h
         if len(band) != 1:
             return None
         line = band[0]

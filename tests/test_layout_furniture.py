@@ -180,3 +180,13 @@ def test_head_of_a_page_below_another_repeating_the_first_ones_is_dropped():
             assert all(f"k{k}{side}{i} " in md for i in range(20)), md
     kept = lines_to_markdown(lines, 1240, 1560, keep_furniture=True)
     assert kept.count("Conference acronym") == 2 and "Trovato and Tobin" in kept, kept
+
+
+def test_a_masthead_title_between_small_pieces_at_the_top_stays():
+    # A newsletter's first band: its title in title type between the volume and the date, which
+    # carries a year: not a running head, whatever its small pieces say.
+    lines = [line("Vol. 3", 100, 50, w=70), line("THE GARDEN LETTER", 420, 40, w=400, h=46),
+             line("June 2007", 1040, 50, w=100)]
+    lines += prose("b", 100, 140, 10, width=1040)
+    md = lines_to_markdown(lines, 1240, 1750)
+    assert "THE GARDEN LETTER" in md and md.index("THE GARDEN LETTER") < md.index("b0 "), md

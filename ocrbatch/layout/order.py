@@ -818,10 +818,10 @@ def _running_keys(bands: list[list[TextLine]]) -> set[str]:
 
 
 def _body_type(lines: list[TextLine], h: float) -> bool:
-    """Not in title type: of three pieces or more, most (a paper's name set as a logo in its running
-    head is boxed taller than the rest)."""
+    """Not in title type: of three pieces or more, most, and none much taller (a paper's name set as
+    a logo in its running head is boxed a little taller than the rest; a masthead title far more)."""
     heights = sorted(l.height for l in lines)
-    return heights[len(heights) // 2] <= 1.3 * h
+    return heights[len(heights) // 2] <= 1.3 * h and heights[-1] <= 1.5 * h
 
 
 def _band_gap(upper: list[TextLine], lower: list[TextLine]) -> float:

@@ -867,7 +867,8 @@ def _page_furniture(lines: list[TextLine], bands: list[list[TextLine]], h: float
             return None
         if _spread(band, x0, x1, h, _PAGE_NO, piece=0.6):  # a narrow page: its head fills more of it
             return 1.2 * h
-        if _running_keys([band]) & running[foot] and any(_FOLIO.search(l.text) for l in band):
+        if len(band) <= 3 and _running_keys([band]) & running[foot] and any(_FOLIO.search(l.text) for l in band):
+            # (not the heads of two pages side by side: each page's is found when they are cut apart)
             return 1.2 * h
         if len(band) != 1:
             return None

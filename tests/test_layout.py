@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from ocrbatch.layout import lines_to_markdown
 from ocrbatch.layout.skew import lines_from_quads
 from ocrbatch.records import TextLine
@@ -418,6 +420,65 @@ def test_a_full_width_paragraph_straight_under_two_columns_is_not_cut_at_their_g
         assert t in md, md
 
 
+WIDE = ["Wide one opens the paragraph set across both columns with an indent and runs to the edge",
+        "wide two carries the same paragraph on across the whole measure of the page to its edge",
+        "wide three goes on across the whole measure of the page, past the gutter, to the edge",
+        "wide four ends it short."]
+
+
+def _full_width(y: float, rows: int) -> list[TextLine]:
+    """A justified paragraph of `rows` lines across both columns' measure (100 to 1130), its first
+    line indented and its last line short."""
+    texts = WIDE[:rows - 1] + WIDE[-1:]
+    return [line(t, 140 if i == 0 else 100, y + i * LEAD, w=None if i == rows - 1 else 990 if i == 0 else 1030)
+            for i, t in enumerate(texts)]
+
+
+def _narrow_columns(y: float) -> list[TextLine]:
+    """Two columns of six lines each with a gutter of about one line height (100-580, 610-1130)."""
+    return (column([f"left{i} line of the story in the left column" for i in range(6)], 100, y, 480)
+            + column([f"right{i} line of the story in the right column" for i in range(6)], 610, y, 520))
+
+
+@pytest.mark.parametrize("rows", [2, 4])
+def test_an_indented_full_width_paragraph_under_two_columns_stays_whole_after_them(rows):
+    # The paragraph starts on the row right under the columns' last lines, at the same leading, its
+    # lines ending where the right column's lines end: its short last line, with no right-column
+    # line beside it, shows these are lines of one paragraph, not the two columns run together.
+    wide = _full_width(300 + 6 * LEAD, rows)
+    md = lines_to_markdown(_narrow_columns(300) + wide, 1240, 1750)
+    for l in wide:
+        assert l.text in md, md
+    at = [md.index(m) for m in ("left0 ", "left5 ", "right0 ", "right5 ", "Wide one", "wide four")]
+    assert at == sorted(at), md
+
+
+@pytest.mark.parametrize("rows", [2, 4])
+def test_an_indented_full_width_paragraph_over_two_columns_stays_whole_before_them(rows):
+    wide = _full_width(300, rows)
+    md = lines_to_markdown(wide + _narrow_columns(300 + rows * LEAD), 1240, 1750)
+    for l in wide:
+        assert l.text in md, md
+    at = [md.index(m) for m in ("Wide one", "wide four", "left0 ", "left5 ", "right0 ", "right5 ")]
+    assert at == sorted(at), md
+
+
+def test_last_rows_of_two_columns_run_together_over_the_left_columns_short_last_line_are_cut():
+    # The left column ends a line after the right one, on a short line; the detector ran the two rows
+    # above it across the gutter. They look like a paragraph set across the columns, but the columns
+    # run full into them from the row above, so they are cut back into their columns.
+    lines = []
+    for i in range(8):
+        left, right = f"left{i} line of the story in the left column", f"right{i} line of the story in the right column"
+        y = 300 + i * LEAD
+        lines += [line(f"{left} {right}", 100, y, w=1030)] if i >= 6 else [line(left, 100, y, w=480),
+                                                                           line(right, 610, y, w=520)]
+    lines.append(line("left8 ends.", 100, 300 + 8 * LEAD))
+    md = lines_to_markdown(lines, 1240, 1750)
+    at = [md.index(f"{side}{i} ") for side in ("left", "right") for i in range(8)]
+    assert at == sorted(at) and at[7] < md.index("left8 ends.") < at[8], md
+
+
 def _centred(text: str, mid: float, y: float) -> TextLine:
     w = 11 * len(text)
     return line(text, mid - w / 2, y, w=w)
@@ -547,3 +608,21 @@ def test_last_row_of_three_columns_run_together_ending_early_is_cut_into_its_col
     md = lines_to_markdown(lines, 1240, 1750)
     at = [md.index(f"c{k}r{i}w0") for k in range(3) for i in range(9)]
     assert at == sorted(at), md
+
+
+def test_short_words_the_detector_boxed_apart_in_widely_set_type_are_never_dropped():
+    # Typewriter type: the detector boxes each line in pieces at its wide word spaces, and the pieces
+    # of three lines happen to leave a strip down the block, with short words ("to", "or") in it.
+    # Whatever the order, no word is lost: only circles and dots down a gutter are ornaments.
+    pieces = [("Copy", 57, 111), ("llncs.cls and sample.bib", 120, 411), ("to", 419, 448),
+              ("your texmf tree,", 452, 647),
+              ("then", 60, 111), ("see www.example.com/docs", 118, 411), ("or", 417, 445),
+              ("mail info@example.org", 451, 709),
+              ("for", 60, 97), ("the setup of version 2.4", 107, 399), ("and", 405, 447),
+              ("main.tex files.", 451, 635)]
+    lines = [TextLine(t, (x0, 41 + 48 * (i // 4), x1, 64 + 48 * (i // 4))) for i, (t, x0, x1) in enumerate(pieces)]
+    md = lines_to_markdown(lines, 790, 224)
+    words = md.replace("#", " ").split()
+    for t, _, _ in pieces:
+        for w in t.split():
+            assert w in words, md

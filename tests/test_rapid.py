@@ -96,6 +96,22 @@ def test_space_hidden_behind_blank_frames_is_restored():
     assert rec._decode(idx, best, hint, 6)[0] == "a b"
 
 
+def test_no_space_is_made_up_beside_a_full_stop_in_file_names_and_addresses():
+    # A full stop is about one frame wide: the few blank frames of its side bearings (wide in
+    # typewriter type) are no word space, even where the space class comes close there. After a
+    # sentence's stop the blank run is wider, and the space stays.
+    from ocrbatch.engines.ppocr import Recognizer
+
+    rec = Recognizer.__new__(Recognizer)
+    rec.chars = ["<blank>", "e", "x", ".", "t", " "]
+    rec.space = 5
+    word = np.array([1, 0, 3, 0, 0, 4, 0])  # "e", 1 blank, ".", 2 blanks, "t"
+    hint = np.full(7, 0.3, np.float32)
+    assert rec._decode(word, np.ones(7, np.float32), hint, 7)[0] == "e.t"
+    sentence = np.array([1, 0, 3, 0, 0, 0, 0, 4, 0])  # "e.", 4 blanks, "t"
+    assert rec._decode(sentence, np.ones(9, np.float32), np.full(9, 0.3, np.float32), 9)[0] == "e. t"
+
+
 def test_stray_cjk_output_is_dropped_on_a_latin_page():
     texts = ["TOTAL SALES (EXCLUDING GST) 37.50", "THANK YOU PLEASE COME AGAIN", "家家家家冰家家", "Tel（03）1234"]
     assert clean_texts(texts) == ["TOTAL SALES (EXCLUDING GST) 37.50", "THANK YOU PLEASE COME AGAIN", "",

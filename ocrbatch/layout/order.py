@@ -547,13 +547,19 @@ class _Cutter:
         return out
 
 
+# what an ornament down a gutter is read as: one or two circles, dots, dashes or dingbats, never a word
+_ORNAMENT = re.compile(r"[oO0°•·∘◦○●◆◇■□▪▫*+\-–—|.:,;'\"]{1,2}")
+
+
 def _without_ornaments(lines: list[TextLine], split, h: float):
     """`lines` and `split` less the ornaments of the gutter: a rule of dots or circles, a dingbat
-    between the columns, read as "o", "0" or "•" (one or two characters lying inside the gutter)."""
+    between the columns, read as "o", "0" or "•" (one or two such characters lying inside the
+    gutter; a short word there, "to" or "or", is text and stays)."""
     a, b = split[2]
     texts = [l.box[0] for l in split[1] if len(l.text.strip()) > 2]  # where the right column's text starts
     b = max(b, _quantile(texts, 0.1)) if texts else b
-    junk = {id(l) for l in lines if len(l.text.strip()) <= 2 and l.box[0] >= a - 0.5 * h and l.box[2] <= b + 0.5 * h}
+    junk = {id(l) for l in lines if _ORNAMENT.fullmatch(l.text.strip())
+            and l.box[0] >= a - 0.5 * h and l.box[2] <= b + 0.5 * h}
     if not junk:
         return lines, split
     keep = [l for l in lines if id(l) not in junk]
@@ -635,7 +641,8 @@ def split_merged(lines: list[TextLine], h: float) -> list[TextLine]:
     Such a box starts where the left column's lines start and ends where the right column's lines
     end, and the lines just above and below it stop short of a narrow strip and start again after it,
     at the same places. A title or a wide equation across the gutter is centred, or has no
-    column lines around it at both sides, and stays whole."""
+    column lines around it at both sides, and stays whole; so do the lines of a paragraph set across
+    both columns right under or over them, which end on a short last line with nothing beside it."""
     # A line cut apart gives its neighbours' test two more column lines at once, so a stack of
     # merged lines is cut from its clean end inwards: top down, then bottom up, and again.
     lines = list(lines)
@@ -691,6 +698,8 @@ def _split_two(line: TextLine, lines: list[TextLine], h: float) -> list[TextLine
     # padded boxes of the two columns may overlap a little across a narrow gutter
     if not -h <= b - a <= 3 * h or any(l.box[0] < min(a, b) - 2 * h and l.box[2] > max(a, b) + 2 * h
                                        for l in near):
+        return [line]
+    if _paragraph_across(line, lines, h, a):
         return [line]
     head, tail = _cut_text(line, a, b)
     if len(head.split()) < 3 or len(tail.split()) < 3:
@@ -754,7 +763,7 @@ def _split_columns(line: TextLine, lines: list[TextLine], h: float) -> list[Text
                                            and not (abs(l.box[0] - x0) <= h and abs(l.box[2] - x1) <= h)
                                            and (l.box[2] - l.box[0] >= 0.5 * (x1 - x0) and l.height <= 1.3 * h
                                                 or abs(c(l) - cy) <= h)
-                                           for l in near):
+                                           for l in near) or _paragraph_across(line, lines, h, a):
             continue
         head, tail = _cut_text(line, a, b)
         if len(head.split()) < 3 or len(tail.split()) < (3 if ends_at_edge else 2):
@@ -762,6 +771,40 @@ def _split_columns(line: TextLine, lines: list[TextLine], h: float) -> list[Text
         return [TextLine(head, (x0, y0, a, y1), line.score)] + \
             _split_columns(TextLine(tail, (b, y0, x1, y1), line.score), lines, h)
     return [line]
+
+
+def _paragraph_across(line: TextLine, lines: list[TextLine], h: float, a: float) -> bool:
+    """Whether `line` is a line of a paragraph set across the gutter at `a`, not lines of two columns
+    run together: the lines of its extent around it, one per row at the usual leading, end on the
+    paragraph's last line, a short line from the left edge that stops well before the gutter with
+    nothing level with it further right. Where the columns run together, the right column goes on
+    beside such a short line (or the detector runs it in too, and the row is of the same extent),
+    unless the columns end there, the left one a line after the right: then both columns run full
+    into the first of those lines from the row above, where a paragraph under the columns follows
+    the end of at least one of them (a short line) and one over them follows no columns."""
+    x0, x1 = line.box[0], line.box[2]
+
+    def c(l: TextLine) -> float:
+        return (l.box[1] + l.box[3]) / 2
+
+    def row(l: TextLine, step: float) -> list[TextLine]:  # the lines of the row above (-1) or below (1)
+        return [k for k in lines if 0 < step * (c(k) - c(l)) <= 1.6 * h and k.height <= 1.3 * h]
+
+    # (the first line of a paragraph may be indented, so the left edges agree within two heights)
+    same = [l for l in lines if abs(l.box[2] - x1) <= h and abs(l.box[0] - x0) <= 2 * h and l.height <= 1.3 * h]
+    first = last = line
+    while above := [l for l in same if 0 < c(first) - c(l) <= 1.6 * h]:
+        first = max(above, key=c)
+    while below := [l for l in same if 0 < c(l) - c(last) <= 1.6 * h]:
+        last = min(below, key=c)
+    edge = min(x0, last.box[0])  # (or the indent, when the paragraph has only this line and its last)
+    ends = [l for l in row(last, 1) if edge - 2 * h <= l.box[0] <= edge + h and l.box[2] < a - 2 * h]
+    if not any(not any(abs(c(l) - c(end)) <= 0.5 * h and end.box[2] < l.box[0] < x1 for l in lines)
+               for end in ends):
+        return False
+    over = row(first, -1)
+    return not (any(abs(l.box[0] - edge) <= 2 * h and a - h <= l.box[2] <= a + h for l in over)
+                and any(l.box[0] >= a and l.box[2] >= x1 - h for l in over))
 
 
 def _margin_bands(bands: list[list[TextLine]], h: float, page_height: float):

@@ -6,7 +6,9 @@ that cross the gutter (a title, a wide equation, a full-width figure caption) sp
 horizontal sections: each run of bands free of crossing lines is read left column then right column,
 each crossing band in its place. A node without a gutter is cut into horizontal bands at its empty
 horizontal strips. Running heads and page numbers, isolated at the very top or bottom of the page,
-come first and last.
+come first and last. Where several pages are set on one image (blocks of prose the cut reads apart
+at a wide white band or gutter), each page's own head and foot, if plainly furniture, are tagged in
+their place the same way (see `_page_furniture`).
 
 The result is a list of regions in reading order, each tagged with its column (the path of gutter
 splits that led to it), so later steps know when text moves on to another column.
@@ -29,6 +31,14 @@ FURNITURE = {("head",), ("foot",)}  # the columns of running heads and feet
 # a page number at either end of a line ("7", "Page 7", "2 / 86"), a year, a copyright or download stamp
 _FOLIO = re.compile(r"^\W*(?:page\s+)?\d{1,4}(?:\s*/\s*\d{1,4})?\b|\b\d{1,4}(?:\s*/\s*\d{1,4})?\W*$"
                     r"|\b(?:19|20)\d\d\b|©|\bcopyright\b|\bdownloaded from\b", re.IGNORECASE)
+# inside a page set among others on one image, where a story's heading may end in a year: a page number
+# alone at either end of a piece ("12", "Page 12", "3 / 5"), never a year
+_PAGE_NO = re.compile(r"^\W*(?:page\s+)?(?!(?:19|20)\d\d\b)\d{1,4}(?:\s*/\s*\d{1,4})?\b"
+                      r"|\b(?!(?:19|20)\d\d\b)\d{1,4}(?:\s*/\s*\d{1,4})?\W*$", re.IGNORECASE)
+_BARE_FOLIO = re.compile(r"^\W*(?:page\s+)?(?!(?:19|20)\d\d\b)\d{1,4}(?:\s*(?:/|of)\s*\d{1,4})?\W*$", re.IGNORECASE)
+# a foot line of its own: a copyright, a "created using" or download stamp
+_FOOT_LINE = re.compile(r"©|\bcopyright\b|\ball rights reserved\b|\bcreated (?:using|with)\b|\bdownloaded from\b",
+                        re.IGNORECASE)
 # what a stamp of several lines in the margin says: an author's version, where it is posted, its DOI
 _STAMP = re.compile(r"\bauthor'?s? (?:version|copy)\b|\bpersonal use\b|\bredistribut|\bdoi\b|©|\bcopyright\b"
                     r"|\bdownloaded from\b|\bpreprint\b|\barxiv\b", re.IGNORECASE)
@@ -36,10 +46,11 @@ _STAMP = re.compile(r"\bauthor'?s? (?:version|copy)\b|\bpersonal use\b|\bredistr
 
 def is_furniture(region: "Region", h: float) -> bool:
     """A running head or foot: a thin band set apart at the top or bottom of the page (see
-    `_margin_bands`), not in title type, that carries a page number at a line's end, a year, a
-    copyright line or a download stamp. A receipt's shop name or closing thanks, a document's title, stays."""
-    return (region.column in FURNITURE and max(l.height for l in region.lines) <= 1.3 * h
-            and any(_FOLIO.search(l.text) for l in region.lines))
+    `_margin_bands`) or of one page of several on the image (`_page_furniture`), not in title type,
+    that carries a page number at a line's end, a year, a copyright line, a download or "created
+    using" stamp. A receipt's shop name or closing thanks, a document's title, stays."""
+    return (region.column in FURNITURE and _body_type(region.lines, h)
+            and any(_FOLIO.search(l.text) or _FOOT_LINE.search(l.text) for l in region.lines))
 
 
 def is_margin_stamp(line: TextLine, page_width: float) -> bool:
@@ -62,6 +73,7 @@ class _Cutter:
         x1 = max(l.box[2] for l in lines)
         self.min_vgap = 0.4 * self.h
         self._tags = 0
+        self.running: tuple[set[str], set[str]] = (set(), set())  # the image's running head and foot
 
     def _tag(self) -> int:
         """A fresh column tag for blocks cut apart without a gutter (their rows must not be measured
@@ -389,18 +401,47 @@ class _Cutter:
         return None
 
     # -- recursion ------------------------------------------------------------------------
-    def cut(self, lines: list[TextLine], column: Column, depth: int = 0) -> list[Region]:
+    def _furniture(self, lines: list[TextLine]) -> tuple[list[TextLine], list[TextLine]]:
+        """The running head and foot of `lines` if they are a page of running text of their own
+        (`_page_furniture`), each [] if none."""
+        if not self._is_prose_block(lines):
+            return [], []
+        head, foot = _page_furniture(lines, self.bands(lines), self.h, self.running)
+        return head or [], foot or []
+
+    def cut(self, lines: list[TextLine], column: Column, depth: int = 0, block: bool = False,
+            peel: bool = True) -> list[Region]:
+        """Regions of `lines` in reading order. `block`: `lines` are one of several blocks the
+        image was cut into at a wide white band or gutter, perhaps a page of its own with its
+        running head and foot (see `_page_furniture`), tagged as the page's are."""
         if len(lines) <= 1 or depth > 30:
             return [Region(lines, column)]
+        if block:
+            head, foot = self._furniture(lines)
+            if head or foot:
+                taken = {id(l) for l in head + foot}
+                body = [l for l in lines if id(l) not in taken]
+                return ([Region(head, ("head",))] if head else []) + self.cut(body, column, depth + 1) \
+                    + ([Region(foot, ("foot",))] if foot else [])
         sections = self._blank_bands(lines)
         if len(sections) > 1 and not self._blocks_in_rows(lines, sections):
+            # pages one above the other whose columns are read down through both: each page's own
+            # head and foot go first and last, as the image's do
+            found = [self._furniture(section) for section in sections] if peel else []
+            heads, feet = [h for h, _ in found if h], [f for _, f in found if f]
+            if heads or feet:
+                taken = {id(l) for band in heads + feet for l in band}
+                body = [l for l in lines if id(l) not in taken]
+                return [Region(b, ("head",)) for b in heads] + self.cut(body, column, depth + 1, peel=False) \
+                    + [Region(b, ("foot",)) for b in feet]
             sections = [lines]
-        if len(sections) == 1:
+        blocks = len(sections) > 1
+        if not blocks:
             sections = self._spanned(lines)
         if len(sections) > 1:
             out: list[Region] = []
             for section in sections:
-                out += self.cut(section, column, depth + 1)
+                out += self.cut(section, column, depth + 1, block=blocks)
             return out
         stacks = self._centred_stacks(lines)
         if stacks is not None:
@@ -452,8 +493,11 @@ class _Cutter:
                 node_width = _width(lines)
                 if len(run) == len(lines) or (self._is_columns(left, 0, strip[1] - strip[0], node_width) and
                                               self._is_columns(right, 0, strip[1] - strip[0], node_width)):
-                    out.extend(self.cut(left, column + (0,), depth + 1) if left else [])
-                    out.extend(self.cut(right, column + (1,), depth + 1) if right else [])
+                    # blocks of prose apart at a wide gutter: perhaps pages side by side
+                    blocks = strip[1] - strip[0] >= BLOCK_GUTTER * self.h \
+                        and self._is_prose_block(left) and self._is_prose_block(right)
+                    out.extend(self.cut(left, column + (0,), depth + 1, block=blocks) if left else [])
+                    out.extend(self.cut(right, column + (1,), depth + 1, block=blocks) if right else [])
                 else:  # this stretch is no two-column text (a table, a form): cut it on its own
                     out.extend(self.cut(list(run), column, depth + 1))
                 run.clear()
@@ -575,6 +619,7 @@ def reading_order(lines: Sequence[TextLine], page_height: float) -> list[Region]
     cutter = _Cutter(lines)
     bands = cutter.bands(list(lines))
     head, tail = _margin_bands(bands, cutter.h, page_height)
+    cutter.running = (_running_keys(head), _running_keys(tail))
     taken = {id(l) for band in head + tail for l in band}
     body = [l for band in bands for l in band if id(l) not in taken]
     regions = [Region(b, ("head",)) for b in head]
@@ -764,10 +809,9 @@ def _margin_bands(bands: list[list[TextLine]], h: float, page_height: float):
         return [], []
 
     def thin(band: list[TextLine]) -> bool:
-        return max(l.box[3] for l in band) - min(l.box[1] for l in band) <= 2.5 * h
+        return _thin(band, h)
 
-    def gap(upper: list[TextLine], lower: list[TextLine]) -> float:
-        return min(core(l)[0] for l in lower) - max(core(l)[1] for l in upper)
+    gap = _band_gap
 
     def stamp(group: list[list[TextLine]]) -> bool:
         return all(thin(b) for b in group) and all(gap(a, b) < 0.8 * h for a, b in zip(group, group[1:])) \
@@ -777,14 +821,7 @@ def _margin_bands(bands: list[list[TextLine]], h: float, page_height: float):
     x1 = max(l.box[2] for b in bands for l in b)
 
     def spread(band: list[TextLine]) -> bool:
-        """A running head or foot set at both ends of the text block ("Journal of X" at the left
-        margin, "PREPRINT / 3" at the right), each piece short, carrying a page number: it may sit
-        closer to the text than a lone folio does (under a footnote)."""
-        left = min(band, key=lambda l: l.box[0])
-        right = max(band, key=lambda l: l.box[2])
-        return left is not right and len(band) <= 3 and left.box[0] - x0 <= h and x1 - right.box[2] <= h \
-            and all(l.box[2] - l.box[0] <= 0.35 * (x1 - x0) for l in band) \
-            and any(_FOLIO.search(l.text) for l in band)
+        return _spread(band, x0, x1, h, _FOLIO)
 
     def apart(upper: list[TextLine], lower: list[TextLine], edge: list[TextLine]) -> bool:
         return gap(upper, lower) >= (0.8 * h if edge and thin(edge) and spread(edge) else 1.5 * h)
@@ -804,3 +841,89 @@ def _margin_bands(bands: list[list[TextLine]], h: float, page_height: float):
             tail = [[l for b in group for l in b]]
             break
     return head, tail
+
+
+def _thin(band: list[TextLine], h: float) -> bool:
+    return max(l.box[3] for l in band) - min(l.box[1] for l in band) <= 2.5 * h
+
+
+def _running_keys(bands: list[list[TextLine]]) -> set[str]:
+    """The pieces of running heads or feet, reduced to their letters (page numbers and dates differ
+    from page to page), those long enough to tell a repeat from chance."""
+    keys = {re.sub(r"[\W\d_]+", "", l.text).lower() for band in bands for l in band}
+    return {k for k in keys if len(k) >= 8}
+
+
+def _body_type(lines: list[TextLine], h: float) -> bool:
+    """Not in title type: of three pieces or more, most, and none much taller (a paper's name set as
+    a logo in its running head is boxed a little taller than the rest; a masthead title far more)."""
+    heights = sorted(l.height for l in lines)
+    return heights[len(heights) // 2] <= 1.3 * h and heights[-1] <= 1.5 * h
+
+
+def _band_gap(upper: list[TextLine], lower: list[TextLine]) -> float:
+    return min(core(l)[0] for l in lower) - max(core(l)[1] for l in upper)
+
+
+def _spread(band: list[TextLine], x0: float, x1: float, h: float, number: re.Pattern, piece: float = 0.35) -> bool:
+    """A running head or foot set at both ends of the text block (from x0 to x1: "Journal of X" at
+    the left margin, "PREPRINT / 3" at the right), each piece short (at most `piece` of the block's
+    width), one carrying a page number (`number`): it may sit closer to the text than a lone folio
+    does (under a footnote)."""
+    left = min(band, key=lambda l: l.box[0])
+    right = max(band, key=lambda l: l.box[2])
+    return left is not right and len(band) <= 3 and left.box[0] - x0 <= h and x1 - right.box[2] <= h \
+        and all(l.box[2] - l.box[0] <= piece * (x1 - x0) for l in band) \
+        and any(number.search(l.text) for l in band)
+
+
+def _page_furniture(lines: list[TextLine], bands: list[list[TextLine]], h: float,
+                    running: tuple[set[str], set[str]] = (set(), set())):
+    """(head, foot) of one page set among others on an image (pages side by side, a sheet of
+    pages in rows): the band alone at its top (bottom), or None each.
+
+    Inside an image a story's heading, a caption or a credit line may sit at a block's edge too,
+    and a heading may end in a year ("Results of 2007") or be a bare section number, so the evidence
+    asked for is stronger than at the image's margins: pieces set at both ends of the page, one a
+    page number ("Chapter 3 ... 12", "paperTeX ... 3 / 5"), or one piece across it starting or
+    ending with one; at the foot also one line alone that is a page number ("12", "- 12 -", "Page
+    12") at the page's left or right edge or centred on it, or a copyright or "created using" line
+    starting at the page's left edge or centred on it; or a band that repeats a piece of the
+    image's own running head (foot), `running` (`_running_keys`), and carries a year or a page
+    number. All in body type, thin, set apart from the text. The page must be running text
+    (`_Cutter._is_prose_block`, checked by the caller)."""
+    if len(bands) < 4:
+        return None, None
+    x0 = min(l.box[0] for l in lines)
+    x1 = max(l.box[2] for l in lines)
+    mid = (x0 + x1) / 2
+
+    def strong(band: list[TextLine], foot: bool) -> float | None:
+        """How far from the text such a band must stand, or None if it is no furniture."""
+        if not _thin(band, h) or not _body_type(band, h):
+            return None
+        if _spread(band, x0, x1, h, _PAGE_NO, piece=0.6):  # a narrow page: its head fills more of it
+            return 1.2 * h
+        if len(band) <= 3 and _running_keys([band]) & running[foot] and any(_FOLIO.search(l.text) for l in band):
+            # (not the heads of two pages side by side: each page's is found when they are cut apart)
+            return 1.2 * h
+        if len(band) != 1:
+            return None
+        line = band[0]
+        centred = abs((line.box[0] + line.box[2]) / 2 - mid) <= max(2 * h, 0.15 * (x1 - x0))  # ragged text too
+        if line.box[0] - x0 <= h and x1 - line.box[2] <= h and _PAGE_NO.search(line.text):
+            return 1.5 * h  # a running head the detector boxed in one piece across the page
+        if foot and _BARE_FOLIO.search(line.text) and (centred or line.box[0] - x0 <= h or x1 - line.box[2] <= h):
+            return 1.5 * h
+        if foot and _FOOT_LINE.search(line.text) and (centred or line.box[0] - x0 <= h):
+            return 1.5 * h
+        return None
+
+    head = foot = None
+    need = strong(bands[0], False)
+    if need is not None and _band_gap(bands[0], bands[1]) >= need:
+        head = bands[0]
+    need = strong(bands[-1], True)
+    if need is not None and _band_gap(bands[-2], bands[-1]) >= need:
+        foot = bands[-1]
+    return head, foot

@@ -388,6 +388,21 @@ def test_a_title_across_the_columns_is_not_cut_at_their_gutters():
     assert "An expanded boxed title that breaks the text within the news story" in md, md
 
 
+@pytest.mark.parametrize("over", [25, 35])
+@pytest.mark.parametrize("number_x", [480, 490, 500])
+def test_a_left_line_running_into_the_gutter_beside_a_hanging_number_does_not_bridge(over, number_x):
+    # A line of the left column runs a little way into the gutter (a long word, a wider box from a
+    # smaller detector), and on the same row the right column's item number hangs out into the gutter.
+    # Together they cover most of the gutter, but nothing runs across it: the columns are read in turn.
+    lines = [line(f"left{i} a line of a justified column of prose", 100, 200 + i * LEAD, w=360 + (over if i == 5 else 0))
+             for i in range(12)]
+    lines += [line(f"right{i} a line of the second column, items", 520, 200 + i * LEAD, w=360) for i in range(12)]
+    lines.append(line("3.", number_x, 200 + 5 * LEAD, w=20))
+    md = lines_to_markdown(lines, 1240, 1750)
+    pos = [md.index(f"left{i} ") for i in range(12)] + [md.index(f"right{i} ") for i in range(12)]
+    assert pos == sorted(pos), md
+
+
 def _two_columns_over(bottom: list[TextLine]) -> list[TextLine]:
     lines = []
     for c in range(2):

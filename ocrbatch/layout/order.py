@@ -512,8 +512,13 @@ class _Cutter:
         def bridges(band: list[TextLine]) -> bool:
             """A wide equation or figure label row set across the gutter: pieces on both sides that
             reach into the gutter, none of them a column's line (starting at its edge, or long)."""
-            # a right column's line starting at its edge may reach into a narrow gutter by its padding
-            if _union_cover([l for l in band if id(l) in left_ids or abs(l.box[0] - right_edge) > 0.5 * self.h],
+            # a right column's line starting at its edge may reach into a narrow gutter by its padding;
+            # a line of the left column's text (not a mark: a number, a symbol) that ends short of the
+            # right column's lines crosses nothing, however far into the gutter it reaches (a ragged
+            # column's longest lines, a box padded more than its neighbours)
+            if _union_cover([l for l in band if (id(l) in left_ids and (l.box[2] >= right_edge
+                                                                         or l.box[2] - l.box[0] < 4 * self.h))
+                             or (id(l) not in left_ids and abs(l.box[0] - right_edge) > 0.5 * self.h)],
                             strip) >= 0.6:
                 return True
             lefts = [l for l in band if id(l) in left_ids]

@@ -93,7 +93,7 @@ class RapidOcrEngine(Engine):
         cls = models / ppocr.CLS_MODEL  # without it, pages are read as they come
         self._cls = ppocr.OrientationClassifier(ppocr.session(cls)) if cls.is_file() else None
         self._ppocr = ppocr
-        self._params = ppocr.DetParams()
+        self._params = ppocr.DetParams(unclip_ratio=ppocr.UNCLIP[det])
         # Each task is single-threaded and holds a page's detector activations (~300 MB): one per CPU,
         # up to MAX_THREADS unless --threads says otherwise.
         self.workers = self.options.threads or min(available_cpus(), MAX_THREADS)

@@ -266,7 +266,16 @@ def serve(
     token: Optional[str] = typer.Option(None, "--token", envvar="OCRBATCH_TOKEN", show_envvar=True,
                                         help="Require Authorization: Bearer TOKEN on /v1/* (401 without)."),
     drain_s: float = typer.Option(30.0, "--drain-s", metavar="SECONDS",
-                                  help="On SIGTERM, how long requests in flight may take to finish."),
+                                  help="On SIGTERM, how long requests in flight may take to finish (then: 503, "
+                                       "or a final error line)."),
+    max_connections: int = typer.Option(1024, "--max-connections",
+                                        help="Open connections beyond which only /healthz, /readyz and /metrics "
+                                             "are answered (others: 503)."),
+    header_timeout_s: float = typer.Option(10.0, "--header-timeout-s", metavar="SECONDS",
+                                           help="A request's headers must be in within this; else the connection "
+                                                "is closed."),
+    body_timeout_s: float = typer.Option(30.0, "--body-timeout-s", metavar="SECONDS",
+                                         help="The longest pause in an upload's body; then 408."),
     quiet: bool = _opt("quiet", False, "-q", "--quiet", help="Print only errors."),
     verbose: int = _opt("verbose", 0, "-v", "--verbose", count=True, help="Server logs (-vv: every request)."),
 ) -> None:
@@ -278,10 +287,14 @@ def serve(
             from .serve.run import serve as serve_main
         except ImportError as exc:
             raise UsageError(f"ocrbatch serve needs the serve extra: pip install 'ocrbatch[serve]' ({exc})") from exc
-        from .serve.config import ServeConfig
+        import os
+
+        from .serve.config import ServeConfig, token_from
 
         config = ServeConfig(host=host, port=port, max_upload_mb=max_upload_mb, max_queue=max_queue,
-                             token=token, drain_s=drain_s, window=2 * max(1, max_batch))
+                             token=token_from(token, os.environ), drain_s=drain_s, window=2 * max(1, max_batch),
+                             max_connections=max_connections, header_timeout_s=header_timeout_s,
+                             body_timeout_s=body_timeout_s)
         options = dict(engine=engine, model=model, dtype=dtype, prompt=prompt, max_new_tokens=max_new_tokens,
                        threads=threads, model_size=model_size, keep_furniture=keep_furniture, devices=devices,
                        dpi=dpi, text_layer=text_layer, max_batch=max_batch, max_wait_ms=max_wait_ms,

@@ -10,7 +10,7 @@ from ocrbatch.cli import main  # noqa: E402
 from ocrbatch.engines import registry  # noqa: E402
 from tests import engines  # noqa: E402
 
-for cls in (engines.GateEngine, engines.NoLoadEngine, engines.CrashOnPage):
+for cls in (engines.GateEngine, engines.NoLoadEngine, engines.CrashOnPage, engines.CrashOnLoad):
     registry.register(cls.name, cls)
 
 if __name__ == "__main__":

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Mapping
 
 from ..errors import UsageError
+
+TOKEN_ENV = "OCRBATCH_TOKEN"
 
 
 @dataclass(frozen=True)
@@ -17,6 +20,9 @@ class ServeConfig:
     token: str | None = None  # bearer token for /v1/*; None: open
     drain_s: float = 30.0  # after SIGTERM, how long requests in flight may take to finish
     retry_after_s: int = 1  # the Retry-After of a 503
+    max_connections: int = 1024  # open connections beyond which only /healthz, /readyz, /metrics are answered
+    header_timeout_s: float = 10.0  # from a request's first byte to its last header line; then closed
+    body_timeout_s: float = 30.0  # the longest wait for the next part of a body; then 408 and closed
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -30,8 +36,22 @@ class ServeConfig:
         if self.drain_s < 0:
             raise UsageError("--drain-s cannot be negative")
         if self.token is not None and not self.token.strip():
-            raise UsageError("--token is empty")
+            raise UsageError("--token is empty: give a token, or leave --token out to serve without one")
+        if self.max_connections < 1:
+            raise UsageError("--max-connections must be at least 1")
+        if self.header_timeout_s <= 0 or self.body_timeout_s <= 0:
+            raise UsageError("--header-timeout-s and --body-timeout-s must be positive")
 
     @property
     def max_upload_bytes(self) -> int:
         return int(self.max_upload_mb * 1024 * 1024)
+
+
+def token_from(flag: str | None, environ: Mapping[str, str]) -> str | None:
+    """The bearer token: --token, else OCRBATCH_TOKEN. Set but empty is a mistake (a template not filled
+    in), not a wish to serve without authentication: UsageError, like an empty --token."""
+    if flag is not None:
+        return flag
+    if environ.get(TOKEN_ENV) is not None and not environ[TOKEN_ENV].strip():
+        raise UsageError(f"{TOKEN_ENV} is set but empty: give a token, or unset it to serve without one")
+    return environ.get(TOKEN_ENV)

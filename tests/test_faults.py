@@ -279,3 +279,67 @@ def test_threads_left_by_a_hang_do_not_keep_the_process(pages, tmp_path):
     while threading.active_count() > before and time.monotonic() < deadline:
         time.sleep(0.05)
     assert threading.active_count() <= before + 1  # the sampler may still be stopping
+
+
+@pytest.mark.parametrize("seed", _seeds("serve", POINTS_PLAIN))
+def test_serve_answers_every_page_of_every_request_once(seed, pages, tmp_path):
+    """`ocrbatch serve` (a subprocess, as a user runs it) with the fake engine tripping the seed's fault, the
+    pages sent as concurrent requests: each page gets exactly one answer, a failed one by the injected error;
+    a fault at load ends the server with exit 5; a hang (make faults) is ended by the drain: the requests it
+    holds are answered 503 and the server still exits 0."""
+    import dataclasses
+    import json
+    import signal
+    from concurrent.futures import ThreadPoolExecutor
+
+    serve = pytest.importorskip("test_serve")
+    fault = Fault.from_seed(seed, POINTS_PLAIN, hangs=HANGS)
+    env = {"OCRBATCH_TEST_FAULT": json.dumps(dataclasses.asdict(fault))}
+    args = ("--engine", "faulty", "--max-batch", "2", "--max-wait-ms", "20", "--workers", "2", "--drain-s", "1")
+    tally = Tally("serve")
+    tally["seeds"] += 1
+    if fault.at == "load":
+        p = serve.serve_exit(*args, env=env)
+        assert p.returncode == ExitCode.ENGINE_LOAD and "injected" in p.stderr, (fault, p.stderr)
+        tally["exit 5"] += 1
+        return
+    srv = serve.Server(tmp_path / "srv", *args, env=env)
+    t0 = time.monotonic()
+    try:
+        with ThreadPoolExecutor(len(pages)) as ex:
+            sent = [(path, ex.submit(srv.convert, path.read_bytes(), filename=path.name)) for path in pages]
+            if fault.kind == "hang":  # what the hang holds waits for the drain
+                end = time.monotonic() + 10
+                while not all(f.done() for _, f in sent) and time.monotonic() < end:
+                    time.sleep(0.05)
+                srv.proc.send_signal(signal.SIGTERM)
+            answers = [(path, f.result()) for path, f in sent]
+        outcomes = [o for path, r in answers for o in _served(path, r)]
+        assert len(outcomes) == EXPECTED_PAGES, (fault, outcomes)
+        assert set(outcomes) <= {"ok", "injected", "drained"}, (fault, outcomes)
+        if fault.kind != "hang":
+            assert "drained" not in outcomes and srv.metric("ocrbatch_queue_used") == 0, (fault, outcomes)
+            assert srv.metric("ocrbatch_pages_in_flight") == 0, fault
+            if not fault.sticky:
+                assert outcomes.count("injected") <= 1, (fault, outcomes)
+        assert srv.stop() == 0, fault
+        assert time.monotonic() - t0 < BOUND_S, fault
+        log = srv.log.read_text()
+        assert "Traceback" not in log, (fault, log)
+    finally:
+        srv.stop()
+    tally["pages"] += len(outcomes)
+    tally["failed pages"] += outcomes.count("injected")
+    tally["drained pages"] += outcomes.count("drained")
+    tally["exit 0"] += 1
+
+
+def _served(path: Path, r) -> list[str]:
+    """Each page's outcome in one answer of the server: ok, injected, or drained (503: the drain ended it)."""
+    body = r.json()
+    if r.status_code == 503:
+        assert "--drain-s" in body["error"], body
+        return ["drained"] * (2 if path.suffix == ".pdf" else 1)
+    entries = body.get("pages") or [{"status": "failed", "error": body["error"]}]
+    return ["ok" if e["status"] in ("ok", "truncated") else "injected" if "injected" in (e["error"] or "")
+            else f"other: {e['error']}" for e in entries]

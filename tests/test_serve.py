@@ -60,13 +60,14 @@ def encrypted_pdf() -> bytes:
 class Server:
     """`ocrbatch serve --port 0 ARGS` in a subprocess (tests/serve_main.py: the CLI plus the test engines)."""
 
-    def __init__(self, tmp: Path, *args: str, token: str | None = None, preexec_fn=None) -> None:
+    def __init__(self, tmp: Path, *args: str, token: str | None = None, preexec_fn=None,
+                 env: dict | None = None) -> None:
         tmp.mkdir(parents=True, exist_ok=True)
         self.gate, self.batch_log, self.log = tmp / "gate", tmp / "batches", tmp / "server.log"
         self.tmpdir = tmp / "tmpdir"  # the server's TMPDIR: its uploads' folders are in here
         self.tmpdir.mkdir(exist_ok=True)
         env = {**os.environ, "OCRBATCH_TEST_GATE": str(self.gate), "OCRBATCH_TEST_BATCHES": str(self.batch_log),
-               "TMPDIR": str(self.tmpdir)}
+               "TMPDIR": str(self.tmpdir), **(env or {})}
         env.pop("OCRBATCH_TOKEN", None)
         if token:
             args = (*args, "--token", token)
@@ -652,6 +653,8 @@ def test_a_configuration_the_engine_cannot_use_ends_the_server_at_start():
 
 
 def test_a_drain_past_drain_s_ends_answers_with_503_and_streams_with_an_error_line(tmp_path, pool):
+    """SIGTERM with --drain-s 1 while the engine holds its batch (the gate): the plain answer is 503, the
+    stream ends with an error line, and the process exits 0 even though the engine never finishes."""
     import json
 
     srv = Server(tmp_path, "--engine", "gate", "--drain-s", "1", "--max-wait-ms", "20")
@@ -667,9 +670,10 @@ def test_a_drain_past_drain_s_ends_answers_with_503_and_streams_with_an_error_li
             s = streamed.result()
             lines = [json.loads(line) for line in s.text.splitlines()]
             assert s.status_code == 200 and lines[-1]["done"] is False and "--drain-s 1" in lines[-1]["error"]
-        assert srv.proc.wait(60) == 0
+            assert srv.proc.wait(60) == 0  # the engine still stuck in its batch: the process does not wait
         log = srv.log.read_text()
         assert "Traceback" not in log and "CancelledError" not in log, log
+        assert "did not finish its batch" in log
     finally:
         srv.stop()
 

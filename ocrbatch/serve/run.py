@@ -8,9 +8,10 @@ when they are loaded; if they cannot load, whatever the error, the server stops 
 anything but a usage error).
 
 SIGTERM or Ctrl-C: uvicorn stops accepting connections and requests in flight get --drain-s to finish; then
-each is ended by the app (a JSON or Markdown answer 503, an NDJSON stream a final error line: app.py) and
-their pages not started are cancelled. uvicorn's own deadline (a few seconds later) is only a backstop. The
-Converter then finishes what it runs and unloads; the process exits 0.
+each is ended by the app (a JSON or Markdown answer 503, an NDJSON stream a final error line: answer.py)
+and their pages not started are cancelled. uvicorn's own deadline (a few seconds later) is only a backstop.
+The Converter then finishes the batch it runs, if it can within --drain-s more (a stuck engine cannot keep
+the process), and unloads; the process exits 0.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ import logging
 import shutil
 import signal
 import sys
-from typing import Any
+import threading
+from typing import Any, Callable
 
 import uvicorn
 
@@ -102,12 +104,19 @@ def serve(converter_options: dict[str, Any], config: ServeConfig, *, verbose: in
     @contextlib.asynccontextmanager
     async def lifespan(app):
         sampler.start()
-        loading = asyncio.ensure_future(asyncio.to_thread(load))
+        loading = _in_daemon_thread(load, "load")
         try:
             yield
         finally:
-            await asyncio.gather(loading, return_exceptions=True)
-            await asyncio.to_thread(conv.close, True)
+            # The engine's batch in progress may finish, but within a bound: a stuck engine must not keep
+            # the process (its threads are daemons: they end with it).
+            bound = config.drain_s + BACKSTOP_S
+            await asyncio.wait({loading}, timeout=bound)
+            closing = _in_daemon_thread(lambda: conv.close(True), "close")
+            done, _ = await asyncio.wait({closing}, timeout=bound)
+            if not done:
+                log.warning("the engine did not finish its batch within %g s of the drain; stopping without it",
+                            bound)
             sampler.stop()
             shutil.rmtree(state.tmp, ignore_errors=True)
 
@@ -137,6 +146,22 @@ def serve(converter_options: dict[str, Any], config: ServeConfig, *, verbose: in
         raise UsageError(f"cannot listen on {config.host}:{config.port} (in use, or not an address of this "
                          "machine)")
     return 0
+
+
+def _in_daemon_thread(fn: Callable[[], None], name: str) -> asyncio.Future:
+    """Run `fn` (which raises nothing) in a daemon thread; the future is done when it returns."""
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+
+    def run() -> None:
+        try:
+            fn()
+        finally:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+                loop.call_soon_threadsafe(lambda: done.done() or done.set_result(None))
+
+    threading.Thread(target=run, name=f"serve-{name}", daemon=True).start()
+    return done
 
 
 def _protocol_base() -> type:

@@ -231,7 +231,7 @@ async def rss(server: Spawned, uploads: int, mb: int, multipart: bool, token: st
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", nargs="*", default=["idle", "burst", "rss"], choices=["idle", "burst", "rss"])
+    ap.add_argument("what", nargs="*", help="idle, burst and/or rss (default: all three)")
     ap.add_argument("--connections", type=int, default=1000, help="idle: partial connections held open")
     ap.add_argument("--partial", choices=["headers", "body"], default="headers")
     ap.add_argument("--probes", type=int, default=20, help="idle: /healthz requests while they are held")
@@ -244,10 +244,12 @@ def main() -> int:
     ap.add_argument("--token", default=None)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    if set(args.what) - {"idle", "burst", "rss"}:
+        ap.error(f"choose idle, burst or rss, not {' '.join(args.what)}")
     _raise_own_nofile()
     extra = args.server_args + (f" --token {shlex.quote(args.token)}" if args.token else "")
     out: dict = {"load_average_before": [round(x, 2) for x in os.getloadavg()], "cpus": os.cpu_count()}
-    for what in args.what:
+    for what in args.what or ["idle", "burst", "rss"]:
         if what == "idle":
             srv = spawn(f"--engine fake --max-queue 1024 {extra}", args.nofile)
             try:

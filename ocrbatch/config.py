@@ -363,11 +363,8 @@ class RunConfig:
     def __post_init__(self) -> None:
         if not self.inputs:
             raise UsageError("no inputs given")
-        o = self.engine_options
-        check({"dpi": self.dpi, "max_batch": self.max_batch, "max_wait_ms": self.max_wait_ms,
-               "workers": self.workers, "ray_workers": self.ray_workers, "max_pixels": self.max_pixels,
-               "text_layer": self.text_layer, "threads": o.threads, "model_size": o.model_size,
-               "schedule": o.schedule, "quantize": o.quantize, "max_new_tokens": o.max_new_tokens})
+        for part in (self, self.engine_options):  # every field that is an option (pages: parsed already)
+            check({f.name: getattr(part, f.name) for f in fields(part) if f.name != "pages"})
         if self.ray_workers is not None and not self.ray:
             raise UsageError("--ray-workers needs --ray")
 

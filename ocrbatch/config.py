@@ -203,6 +203,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("workers", "int", None, "Decode threads (default: up to 4).", ENGINE_FLAG, short=("-j",), least=1),
     Option("max_pixels", "int", 200_000_000, "Largest image frame to read, in pixels (default 200 MP); a larger "
            "one fails as a page instead of taking gigabytes.", ENGINE_FLAG, least=1_000_000),
+    Option("stall_timeout", "float", 1800.0, "Seconds with pages in flight and none finished (a stuck engine) "
+           "before those pages fail and the run stops (exit 8).", frozenset({RUN, ENGINE}), metavar="SECONDS",
+           check=lambda v: None if v > 0 else "must be a positive number of seconds"),
     Option("starve_ms", "int", 5000, "The longest a bulk page waits while interactive pages keep coming.",
            frozenset({ENGINE}), least=0),
     # -- a run -------------------------------------------------------------------------------------------
@@ -359,6 +362,9 @@ class RunConfig:
     ray: str | None = None  # convert on a Ray cluster: auto, local, or the head's address (pipeline/remote.py)
     ray_workers: int | None = None  # actors on it; None: one per GPU, or per `threads` CPUs
     max_pixels: int = _default("max_pixels")  # an image frame larger than this fails as a page (images.py)
+    # The watchdog: pages in flight and none finished for this long → they fail, the run stops (exit 8). Long
+    # enough for an 8,192-token page and its one retry on a slow GPU (a T4 decodes ~10 tokens/s per row).
+    stall_timeout: float = _default("stall_timeout")
 
     def __post_init__(self) -> None:
         if not self.inputs:

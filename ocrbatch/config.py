@@ -107,8 +107,8 @@ class Option:
         """Why `value` is refused, or None."""
         if value is None:
             return None if self.default is None else "a value is needed"
-        want = {"int": int, "count": int, "float": (int, float), "text": str, "path": (str, os.PathLike),
-                "switch": bool, "batch": (int, str)}[self.kind]
+        want = {"int": int, "count": int, "float": (int, float), "text": (str, os.PathLike),  # e.g. a model's path
+                "path": (str, os.PathLike), "switch": bool, "batch": (int, str)}[self.kind]
         if not isinstance(value, want) or (isinstance(value, bool) and self.kind != "switch"):
             return f"{KINDS[self.kind]} is needed, not {type(value).__name__}"
         if self.kind == "batch":

@@ -88,6 +88,7 @@ class ServiceConfig:
     workers: int = 4  # decode threads feeding it (sizes the buffers)
     ray: str | None = None
     starve_s: float = 5.0  # the longest a bulk page waits while interactive pages keep coming
+    stall_timeout: float = 1800.0  # a device with pages in hand and none finished for this long: they fail
 
 
 @dataclass(frozen=True)
@@ -168,7 +169,7 @@ class RunConfig:
         return ServiceConfig(engine=self.engine, engine_options=self.engine_options, devices=self.devices,
                              max_batch=self.max_batch, max_batch_auto=self.max_batch_auto,
                              max_wait_s=self.max_wait_s, workers=self.workers,
-                             ray=self.ray)
+                             ray=self.ray, stall_timeout=self.stall_timeout)
 
 
 # Every `convert` option can come from the environment (flags win): option name → variable.
@@ -183,7 +184,7 @@ _FLAGS = {"force", "null", "json", "quiet", "no_progress", "keep_furniture"}
 # The options a Converter takes (the others belong to one run, or to the command line).
 CONVERTER_OPTIONS = ("engine", "model", "dtype", "prompt", "max_new_tokens", "threads", "model_size",
                      "keep_furniture", "devices", "dpi", "text_layer", "ray", "ray_workers", "max_batch",
-                     "max_wait_ms", "workers", "max_pixels", "schedule", "quantize")
+                     "max_wait_ms", "workers", "max_pixels", "schedule", "quantize", "stall_timeout")
 
 
 def parse_max_batch(value: "int | str") -> tuple[int, bool]:

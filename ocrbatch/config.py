@@ -203,8 +203,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("workers", "int", None, "Decode threads (default: up to 4).", ENGINE_FLAG, short=("-j",), least=1),
     Option("max_pixels", "int", 200_000_000, "Largest image frame to read, in pixels (default 200 MP); a larger "
            "one fails as a page instead of taking gigabytes.", ENGINE_FLAG, least=1_000_000),
-    Option("stall_timeout", "float", 1800.0, "Seconds with pages in flight and none finished (a stuck engine) "
-           "before those pages fail and the run stops (exit 8).", frozenset({RUN, ENGINE}), metavar="SECONDS",
+    Option("stall_timeout", "float", 1800.0, "Seconds pages may be in flight with none finished (a stuck engine) "
+           "before they fail as stalled; convert then stops (exit 8).", ENGINE_FLAG, metavar="SECONDS",
            check=lambda v: None if v > 0 else "must be a positive number of seconds"),
     Option("starve_ms", "int", 5000, "The longest a bulk page waits while interactive pages keep coming.",
            frozenset({ENGINE}), least=0),
@@ -341,6 +341,7 @@ class ServiceConfig:
     workers: int = 4  # decode threads feeding it (sizes the buffers)
     ray: str | None = None
     starve_s: float = _default("starve_ms") / 1000.0  # the longest a bulk page waits while interactive pages come
+    stall_timeout: float = _default("stall_timeout")  # a device with pages in hand and none finished for this long
 
 
 @dataclass(frozen=True)
@@ -395,4 +396,4 @@ class RunConfig:
         return ServiceConfig(engine=self.engine, engine_options=self.engine_options, devices=self.devices,
                              max_batch=self.max_batch, max_batch_auto=self.max_batch_auto,
                              max_wait_s=self.max_wait_s, workers=self.workers,
-                             ray=self.ray)
+                             ray=self.ray, stall_timeout=self.stall_timeout)

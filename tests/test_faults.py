@@ -7,8 +7,8 @@ DeepSeek-OCR-2 model: mechanics, not OCR), `Converter.submit`, `serve` and `--ra
 - a page failed only with the injected error (the pages the fault did not touch are ok);
 - the exit code is the documented one: 0 all ok, 3 some failed, 5 the engine could not load, 8 stalled.
 
-`make test` runs one seed per fault point of each path (OCRBATCH_FAULT_SEEDS sets how many per path); `make faults` runs 200 and more and
-prints the tally (scripts/fault_harness.py).
+`make test` runs one seed per fault point of each path (OCRBATCH_FAULT_SEEDS sets how many per path); `make faults` runs 200 and more (hangs
+among them) and prints the tally (scripts/fault_harness.py).
 """
 
 from __future__ import annotations
@@ -34,7 +34,30 @@ SEEDS = int(os.environ.get("OCRBATCH_FAULT_SEEDS", "0"))  # per path; 0: one per
 HANGS = os.environ.get("OCRBATCH_FAULT_HANGS") == "1"  # hangs among the seeds too (20 s each: make faults)
 BOUND_S = 120.0  # no seed's run may take longer (the stall timeout below is 20 s)
 STALL_S = 20.0  # far above a page's time here, even on a loaded 2-core machine
-TALLY: collections.Counter = collections.Counter()  # read by scripts/fault_harness.py
+TALLY: collections.Counter = collections.Counter()  # "path: what" -> count; scripts/fault_harness.py prints it
+
+
+class Tally:
+    """One path's counts in TALLY."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __getitem__(self, key: str) -> int:
+        return TALLY[f"{self.path}: {key}"]
+
+    def __setitem__(self, key: str, value: int) -> None:
+        TALLY[f"{self.path}: {key}"] = value
+
+
+@pytest.fixture(scope="module", autouse=True)
+def tally_file():
+    """With OCRBATCH_FAULT_TALLY set (scripts/fault_harness.py), the tally is written there at the end."""
+    yield
+    if os.environ.get("OCRBATCH_FAULT_TALLY"):
+        import json
+
+        Path(os.environ["OCRBATCH_FAULT_TALLY"]).write_text(json.dumps(dict(TALLY), indent=1))
 
 
 @pytest.fixture(scope="module")
@@ -96,9 +119,10 @@ def _convert(base: type, fault: Fault, pages: list[Path], out: Path, stall_s: fl
     return code, records, time.monotonic() - t0
 
 
-def check_run(fault: Fault, code: int, records: list[dict], seconds: float, tripped: int) -> None:
+def check_run(path: str, fault: Fault, code: int, records: list[dict], seconds: float, tripped: int) -> None:
     """What every seed of a convert path must show."""
-    TALLY["seeds"] += 1
+    tally = Tally(path)
+    tally["seeds"] += 1
     assert seconds < BOUND_S, f"{fault}: took {seconds:.0f} s"
     keys = [(Path(r["source"]).name, r["page"]) for r in records]
     dupes = [k for k, n in collections.Counter(keys).items() if n > 1]
@@ -109,15 +133,15 @@ def check_run(fault: Fault, code: int, records: list[dict], seconds: float, trip
     if fault.at == "load" and tripped:
         assert code == ExitCode.ENGINE_LOAD, (fault, code, records)
         assert not by_status["ok"] and not by_status["truncated"], fault
-        TALLY["exit 5"] += 1
+        tally["exit 5"] += 1
         return
-    TALLY["pages"] += len(records)
-    TALLY["lost"] += EXPECTED_PAGES - len(records)
+    tally["pages"] += len(records)
     if fault.kind == "hang" and tripped:
         assert code == ExitCode.STALLED, (fault, code, records)
         assert any("stalled" in r["error"] for r in failed), (fault, records)
         assert all("stalled" in r["error"] or "injected" in r["error"] for r in failed), (fault, failed)
-        TALLY["exit 8"] += 1
+        tally["exit 8"] += 1
+        tally["stalled pages"] += sum("stalled" in r["error"] for r in failed)
         return
     assert len(records) == EXPECTED_PAGES, f"{fault}: {len(records)} records: {records}"
     assert all("injected" in r["error"] for r in failed), (fault, failed)
@@ -125,8 +149,9 @@ def check_run(fault: Fault, code: int, records: list[dict], seconds: float, trip
     if not fault.sticky:  # one call failed: at most the one page it was about
         assert len(failed) <= 1, (fault, failed)
     assert code == (ExitCode.PARTIAL if failed or by_status["truncated"] else ExitCode.OK), (fault, code, by_status)
-    TALLY[f"exit {code}"] += 1
-    TALLY["failed pages"] += len(failed)
+    tally["lost pages"] += EXPECTED_PAGES - len(records)  # asserted 0 above: counted for the tally's sake
+    tally[f"exit {code}"] += 1
+    tally["failed pages"] += len(failed)
 
 
 def _seeds(path: str, points: tuple[str, ...]) -> list[int]:
@@ -144,7 +169,7 @@ def test_convert_with_static_batches_keeps_every_page_once(seed, pages, tiny_mod
     code, records, seconds = _convert(DeepseekOcr2Engine, fault, pages, tmp_path / "out", devices="cpu",
                                       max_batch=3, engine_options=EngineOptions(
                                           model=tiny_model, **TOKENS, schedule="static"))
-    check_run(fault, code, records, seconds, tripped=_tripped(fault, records, code))
+    check_run("convert static", fault, code, records, seconds, tripped=_tripped(fault, records, code))
 
 
 @pytest.mark.parametrize("seed", _seeds("continuous", POINTS_CONTINUOUS))
@@ -155,7 +180,7 @@ def test_convert_with_continuous_decoding_keeps_every_page_once(seed, pages, tin
     code, records, seconds = _convert(DeepseekOcr2Engine, fault, pages, tmp_path / "out", devices="cpu",
                                       max_batch=3, engine_options=EngineOptions(
                                           model=tiny_model, **TOKENS, schedule="continuous"))
-    check_run(fault, code, records, seconds, tripped=_tripped(fault, records, code))
+    check_run("convert continuous", fault, code, records, seconds, tripped=_tripped(fault, records, code))
 
 
 def _tripped(fault: Fault, records: list[dict], code: int) -> int:
@@ -185,18 +210,19 @@ def test_converter_submit_resolves_every_future_once(seed, pages, tmp_path):
             outcomes = [_outcome(f) for f in futures]
     finally:
         registry.unregister(name)
-    TALLY["seeds"] += 1
+    tally = Tally("converter")
+    tally["seeds"] += 1
     assert len(futures) == EXPECTED_PAGES and all(resolved[i] == 1 for i in range(len(futures))), resolved
     if fault.at == "load":  # the pages of the batch that met it fail with it; a later batch loads again
         assert "engine" in outcomes and set(outcomes) <= {"engine", "ok"}, outcomes
         assert fault.sticky or "ok" in outcomes or len(futures) <= 2, outcomes
-        TALLY["exit 5"] += 1
+        tally["exit 5"] += 1
         return
     assert all(o in ("ok", "injected") for o in outcomes), (fault, outcomes)
     if not fault.sticky:
         assert outcomes.count("injected") <= 1, (fault, outcomes)
-    TALLY["pages"] += len(outcomes)
-    TALLY["failed pages"] += outcomes.count("injected")
+    tally["pages"] += len(outcomes)
+    tally["failed pages"] += outcomes.count("injected")
 
 
 def _outcome(future) -> str:
@@ -229,7 +255,7 @@ def test_ray_keeps_every_page_once(seed, pages, ray_cluster, tmp_path):
     fault = Fault.from_seed(seed, POINTS_PLAIN)
     code, records, seconds = _convert(FakeEngine, fault, pages, tmp_path / "out", ray="auto", ray_workers=1,
                                       max_batch=2)
-    check_run(fault, code, records, seconds, tripped=_tripped(fault, records, code))
+    check_run("ray local", fault, code, records, seconds, tripped=_tripped(fault, records, code))
 
 
 def test_a_hung_engine_is_failed_by_the_watchdog_with_a_whole_manifest(pages, tmp_path):
@@ -253,3 +279,24 @@ def test_threads_left_by_a_hang_do_not_keep_the_process(pages, tmp_path):
     while threading.active_count() > before and time.monotonic() < deadline:
         time.sleep(0.05)
     assert threading.active_count() <= before + 1  # the sampler may still be stopping
+
+
+def test_a_converter_whose_engine_hangs_answers_its_callers_and_says_which_device_stalled(pages):
+    """No watching run here (the Python API, or serve): the device watchdog fails the stuck pages itself."""
+    from concurrent.futures import wait
+
+    from ocrbatch import Converter
+
+    name, cls = _registered(FakeEngine, Fault(at="infer", nth=1, kind="hang"))
+    try:
+        with Converter(engine=name, max_batch=2, workers=1, stall_timeout=2) as conv:
+            futures = [conv.submit(pages[0]), conv.submit(pages[1])]
+            done, pending = wait(futures, timeout=BOUND_S)
+            stalled = conv.stats()["stalled"]
+            cls.tripwire.release_hangs()
+    finally:
+        registry.unregister(name)
+    assert not pending
+    results = [f.result() for f in futures]
+    assert all(r.status.value == "failed" and "stalled" in r.error for r in results if r.status.value != "ok")
+    assert any(r.status.value == "failed" for r in results) and stalled == ["cpu"]

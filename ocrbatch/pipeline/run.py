@@ -128,7 +128,8 @@ class _Run:
 
     def check_signals(self) -> None:  # on the writing thread, every half second at least
         timeout = self.config.stall_timeout
-        if self.stopping is None and self.ledger.stalled(timeout):
+        device_stalled = self.devices is not None and bool(self.devices.stalled)
+        if self.stopping is None and (self.ledger.stalled(timeout) or device_stalled):
             n = self.ledger.in_flight()
             log.error("no page finished in %.0f s with %d in flight: the engine (or a decoder) is stuck; those "
                       "pages fail and the run stops (--stall-timeout)", timeout, n)

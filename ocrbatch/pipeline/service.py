@@ -59,7 +59,7 @@ class Service:
             self.lanes = Lanes(batcher, limit=config.max_batch * (len(self.device_names) + 2) + config.workers,
                                cap=cap)
             self.devices = Devices(runners, self.device_names, self.lanes, self.controllers, MemoryProbe, room=ROOM,
-                                   ahead=caps.stages)
+                                   ahead=caps.stages, stall_timeout=config.stall_timeout)
         self.sampler.start()
 
     def describe(self) -> dict[str, Any]:
@@ -77,6 +77,7 @@ class Service:
                 if wait and not self.cut_short:
                     self.devices.close()
                 else:  # stopping early: wake decode threads held back by the engine's buffers, wait for nothing
+                    self.devices.stop_watching()
                     self.front.abort()
                     self.lanes.close()
             elif self.config.ray == "local":

@@ -642,7 +642,7 @@ def test_an_empty_token_is_a_usage_error_not_authentication_off():
     p = serve_exit("--engine", "fake", env={"OCRBATCH_TOKEN": ""})
     assert p.returncode == 2 and "OCRBATCH_TOKEN is set but empty" in p.stderr, p.stderr
     p = serve_exit("--engine", "fake", "--token", "")
-    assert p.returncode == 2 and "--token is empty" in p.stderr, p.stderr
+    assert p.returncode == 2 and "--token" in p.stderr and "empty" in p.stderr, p.stderr
 
 
 def test_a_configuration_the_engine_cannot_use_ends_the_server_at_start():
@@ -788,3 +788,25 @@ def test_freed_slots_go_to_the_longest_waiting_request_and_a_cancelled_wait_leav
             t.give(t.busy)
         assert slots.used == 0
     _steps(scenario)
+
+
+def test_an_engine_stuck_on_every_device_fails_its_pages_and_stops_the_server_with_exit_8(tmp_path, pool):
+    """The gate never opens: after --stall-timeout the page in the stuck batch fails as stalled (500), the
+    request queued behind it is answered 503 rather than left waiting, and the server stops with exit 8 (to
+    be restarted) although the engine is still stuck."""
+    srv = Server(tmp_path, "--engine", "gate", "--stall-timeout", "3", "--max-wait-ms", "20")
+    try:
+        with srv.held():
+            first = pool.submit(srv.convert, png("stuck"))
+            until(lambda: srv.batches() == [1], "its batch to start")
+            behind = pool.submit(srv.convert, png("behind it"))
+            until(lambda: srv.metric("ocrbatch_http_requests_in_progress") == 2, "the second request admitted")
+            r = first.result()
+            assert r.status_code == 500 and "stalled" in r.json()["error"], r.text
+            r = behind.result()
+            assert r.status_code == 503 and "stuck on cpu" in r.json()["error"], r.text
+            assert srv.proc.wait(60) == 8
+        log = srv.log.read_text()
+        assert "stuck on cpu" in log and "Traceback" not in log, log
+    finally:
+        srv.stop()

@@ -95,7 +95,9 @@ class Job:
             await self.close()
         status = 200
         if all(r.status is Status.FAILED for _, r in results):
-            engine_side = any("infer_s" in r.timings or r.info.get("server") for _, r in results)
+            # The engine's side (the page reached it: timed; or it got no result) is 500; unreadable is 422.
+            engine_side = any("infer_s" in r.timings or "decode_s" in r.timings or r.info.get("server")
+                              for _, r in results)
             status = 500 if engine_side else 422
         self._done(status)
         if status != 200 and not self.multipage:

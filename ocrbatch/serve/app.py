@@ -54,18 +54,21 @@ class ServerState:
     metrics: ServerMetrics
     guard: ConnectionGuard
     tmp: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="ocrbatch-serve-")))
-    load_error: str | None = None
+    broken: str | None = None  # why the engine cannot serve (it could not load, or it is stuck): the server stops
     active: int = 0  # conversions admitted and not yet answered to the end
     draining: bool = False  # SIGTERM came: no new conversions
     drained: asyncio.Event = field(default_factory=asyncio.Event)  # --drain-s has passed since
 
     def start_drain(self) -> None:
-        """From the event loop, when the server stops accepting: requests in flight get --drain-s."""
+        """From the event loop, when the server stops accepting: requests in flight get --drain-s (none when the
+        engine is broken: they could not finish)."""
         if not self.draining:
             self.draining = True
-            asyncio.get_running_loop().call_later(self.config.drain_s, self.drained.set)
+            asyncio.get_running_loop().call_later(0 if self.broken else self.config.drain_s, self.drained.set)
 
     def drain_message(self) -> str:
+        if self.broken is not None:
+            return f"the server is stopping: {self.broken}; retry on another instance"
         return (f"the server is shutting down and --drain-s {self.config.drain_s:g} s passed before this request "
                 f"was finished; retry")
 
@@ -87,8 +90,8 @@ async def _healthz(state: ServerState, request: Request) -> Response:
 
 
 async def _readyz(state: ServerState, request: Request) -> Response:
-    if state.load_error is not None:
-        return _count(state, "/readyz", JSONResponse({"ready": False, "error": state.load_error}, 503))
+    if state.broken is not None:
+        return _count(state, "/readyz", JSONResponse({"ready": False, "error": state.broken}, 503))
     ready = bool(state.conv.loaded)
     body = {"ready": ready, "engine": state.conv.engine}
     return _count(state, "/readyz", JSONResponse(body, 200 if ready else 503))
@@ -129,8 +132,8 @@ def _refused(state: ServerState, request: Request) -> Response | None:
             PageSelection.parse(request.query_params["pages"])
         except UsageError as exc:
             return _error(state, 400, str(exc).replace("--pages", "pages"), "bad_request")
-    if state.load_error is not None:
-        return _error(state, 503, f"the engine could not be loaded: {state.load_error}", "not_ready")
+    if state.broken is not None:
+        return _error(state, 503, state.broken, "not_ready")
     if state.draining:
         return _busy(state, "the server is shutting down; retry on another instance", "draining")
     if state.guard.over():

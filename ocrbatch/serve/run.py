@@ -12,6 +12,9 @@ each is ended by the app (a JSON or Markdown answer 503, an NDJSON stream a fina
 and their pages not started are cancelled. uvicorn's own deadline (a few seconds later) is only a backstop.
 The Converter then finishes the batch it runs, if it can within --drain-s more (a stuck engine cannot keep
 the process), and unloads; the process exits 0.
+
+An engine stuck on every device (no page finished for --stall-timeout: the device watchdog has failed its
+pages) cannot serve again: the server stops at once, the requests in flight answered 503, and exits 8.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from typing import Any, Callable
 
 import uvicorn
 
-from ..errors import EngineLoadError, OcrbatchError, UsageError, error_line
+from ..errors import EngineLoadError, OcrbatchError, StalledError, UsageError, error_line
 from .app import ServerState, create_app
 from .config import ServeConfig
 from .guard import ConnectionGuard, connection_limit, guarded, raise_open_file_limit
@@ -36,6 +39,7 @@ from .metrics import ServerMetrics
 
 log = logging.getLogger("ocrbatch")
 BACKSTOP_S = 5.0  # after --drain-s, how long uvicorn waits for the app to end its requests before cancelling
+STALL_POLL_S = 1.0  # how often the server looks whether every device's engine is stuck
 
 
 class _Server(uvicorn.Server):
@@ -81,6 +85,7 @@ def serve(converter_options: dict[str, Any], config: ServeConfig, *, verbose: in
     except BaseException:
         conv.close(wait=False)
         raise
+    conv_stall_timeout = float(converter_options.get("stall_timeout") or 0)
     slots = PageSlots(config.max_queue)
     guard = ConnectionGuard(limit, config.header_timeout_s)
     sampler = ResourceSampler(interval=5.0)
@@ -90,27 +95,47 @@ def serve(converter_options: dict[str, Any], config: ServeConfig, *, verbose: in
     failed: list[OcrbatchError] = []
     server: _Server
 
+    def stop(error: OcrbatchError, why: str) -> None:
+        """The engine cannot serve: stop the server; `error` is raised once it has stopped (cli._exit_with says
+        it, with its exit code)."""
+        failed.append(error)
+        state.broken = why
+        server.should_exit = True
+
     def load() -> None:
         try:
             conv.load()
+        except OcrbatchError as exc:
+            stop(exc, f"the engine could not be loaded: {exc}")
         except Exception as exc:  # noqa: BLE001 - whatever it is, the server cannot serve: it stops
-            error = exc if isinstance(exc, OcrbatchError) else EngineLoadError(
-                f"the engine could not be loaded: {error_line(exc)}")
-            error.__cause__ = None if error is exc else exc
-            failed.append(error)  # raised once the server has stopped: cli._exit_with says it, with its code
-            state.load_error = str(error)
-            server.should_exit = True
+            error = EngineLoadError(f"the engine could not be loaded: {error_line(exc)}")
+            error.__cause__ = exc
+            stop(error, str(error))
+
+    async def watch_stalls() -> None:
+        """A device whose engine is stuck has its pages failed by the device watchdog (--stall-timeout), but it
+        takes no more: once every device is stuck, the server stops (exit 8) so that it can be restarted."""
+        while not server.should_exit:
+            await asyncio.sleep(STALL_POLL_S)
+            stats = conv.stats()
+            if stats["devices"] and set(stats["stalled"]) >= set(stats["devices"]):
+                why = (f"the engine is stuck on {', '.join(stats['stalled'])} (no page finished for "
+                       f"--stall-timeout {conv_stall_timeout:g} s)")
+                stop(StalledError(why + "; the server stopped"), why)
+                return
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
         sampler.start()
         loading = _in_daemon_thread(load, "load")
+        watching = asyncio.ensure_future(watch_stalls())
         try:
             yield
         finally:
+            watching.cancel()
             # The engine's batch in progress may finish, but within a bound: a stuck engine must not keep
             # the process (its threads are daemons: they end with it).
-            bound = config.drain_s + BACKSTOP_S
+            bound = (0 if state.broken else config.drain_s) + BACKSTOP_S
             await asyncio.wait({loading}, timeout=bound)
             closing = _in_daemon_thread(lambda: conv.close(True), "close")
             done, _ = await asyncio.wait({closing}, timeout=bound)
@@ -123,7 +148,7 @@ def serve(converter_options: dict[str, Any], config: ServeConfig, *, verbose: in
     def announce(host: str, port: int) -> None:
         if not quiet:
             sys.stderr.write(f"ocrbatch: serving on http://{host}:{port} (engine {conv.engine}, "
-                             f"max batch {converter_options.get('max_batch', 8)}, max queue {config.max_queue} "
+                             f"max batch {converter_options['max_batch']}, max queue {config.max_queue} "
                              f"pages, max connections {limit}{', token required' if config.token else ''})\n")
             sys.stderr.flush()
 

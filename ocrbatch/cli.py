@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Callable, NoReturn, Optional
@@ -135,24 +136,37 @@ def convert(
         return _run_convert(converter, inputs, output, pages=pages, force=force, null=null, as_json=as_json,
                             quiet=quiet, progress=not no_progress, log_every=log_every, metrics_file=metrics_file)
 
-    _exit_with(convert_all, verbose)
+    _exit_with(convert_all, verbose, json_for=output if as_json else None)
 
 
-def _exit_with(command: Callable[[], int], verbose: int) -> NoReturn:
-    """Run a command and exit with its code; the one place where errors become exit codes."""
+def _exit_with(command: Callable[[], int], verbose: int, json_for: Path | None = None) -> NoReturn:
+    """Run a command and exit with its code; the one place where errors become exit codes. With `json_for`
+    (convert --json into that folder), an error also gets its JSON summary on stdout."""
+    error: str | None = None
     try:
         code = command()
     except OcrbatchError as exc:
         log.error("%s", exc, exc_info=verbose > 0)
-        code = exc.exit_code
+        code, error = exc.exit_code, str(exc)
     except KeyboardInterrupt:
-        log.error("interrupted; finished pages are kept, rerun to resume")
+        error = "interrupted; finished pages are kept, rerun to resume"
+        log.error("%s", error)
         code = ExitCode.INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - a bug: one line unless -v
         log.error("unexpected %s: %s (rerun with -v for the traceback)", type(exc).__name__, exc,
                   exc_info=verbose > 0)
-        code = ExitCode.INTERNAL
+        code, error = ExitCode.INTERNAL, f"unexpected {type(exc).__name__}: {exc}"
+    if error is not None and json_for is not None:
+        _print_error_json(int(code), error, json_for)
     raise typer.Exit(int(code))
+
+
+def _print_error_json(code: int, error: str, output: Path | None) -> None:
+    from .pipeline.stats import error_summary
+
+    sys.stdout.write(json.dumps(error_summary(code, error, None if output is None else str(output)),
+                                indent=2) + "\n")
+    sys.stdout.flush()
 
 
 def _run_convert(converter, inputs: list[str], output: Path, *, pages: str | None, force: bool, null: bool,
@@ -165,7 +179,8 @@ def _run_convert(converter, inputs: list[str], output: Path, *, pages: str | Non
                                     stdin=sys.stdin if "-" in inputs else None, watch=reporter.watch)
         reporter.finish(summary)
     for source, key in summary.renamed:
-        log.warning("%s: another input maps to the same output name; written as %s", source, key)
+        log.warning("%s: another input maps (now, or in an earlier run into %s) to the same output name; "
+                    "written as %s", source, output, key)
     if not quiet:
         from .ui import print_summary
 
@@ -222,6 +237,14 @@ def bench(
 
     def run_bench() -> int:
         from .bench import BenchConfig, main as bench_main, parse_sizes
+        from .errors import EngineLoadError
+
+        try:
+            import torch  # noqa: F401 - the benchmark builds a random DeepSeek-OCR-2 with these
+            import transformers  # noqa: F401
+        except ImportError as exc:
+            raise EngineLoadError(f"ocrbatch bench needs torch and transformers ({exc}): install torch for your "
+                                  "platform (https://pytorch.org), then pip install 'ocrbatch[gpu]'") from exc
 
         config = BenchConfig(arch=arch, batch_sizes=parse_sizes(batch_sizes), pages=pages, pages_dir=pages_dir,
                              max_new_tokens=max_new_tokens, loop_pages=loop_pages, device=device, workers=workers,
@@ -300,4 +323,29 @@ def doctor(as_json: bool = typer.Option(False, "--json", help="Print the finding
 
 
 def main() -> None:
-    app()
+    if sys.argv[1:2] == ["convert"]:  # as early as this module allows (python -m ocrbatch: earlier still)
+        from .pipeline.signals import install
+
+        install()
+    if not _json_wanted(sys.argv[1:]):
+        app()
+        return
+    try:  # convert --json: a usage error the option parser finds also gets its JSON summary
+        code = app(standalone_mode=False)
+    except typer.Abort:
+        sys.exit(1)
+    except Exception as exc:  # the parser's ClickException (typer's own copy of click in newer versions)
+        if not all(hasattr(exc, a) for a in ("show", "format_message", "exit_code")):
+            raise
+        exc.show()
+        _print_error_json(exc.exit_code, exc.format_message(), None)
+        sys.exit(exc.exit_code)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _json_wanted(args: list[str]) -> bool:
+    """`convert` with --json (or OCRBATCH_JSON set)."""
+    if args[:1] != ["convert"]:
+        return False
+    named = args[:args.index("--")] if "--" in args else args
+    return "--json" in named or os.environ.get(ENV["json"], "").lower() in ("1", "true", "yes", "on")

@@ -155,9 +155,9 @@ class Manifest:
 
     def is_done(self, ref: PageRef) -> bool:
         """Done earlier for this very file (size and mtime) with this engine and these PDF options, and its
-        output is there, under a name no other source's record has taken since."""
-        source = str(ref.source.path)
-        rec = self._get(source, ref.page)
+        output is there under the same name (discovery gives a source a name only while it holds it: no other
+        source's record has taken it since)."""
+        rec = self._get(str(ref.source.path), ref.page)
         return bool(
             rec
             and rec.get("status") in DONE
@@ -165,7 +165,6 @@ class Manifest:
             and rec.get("source_size") == ref.source.size
             and rec.get("source_mtime_ns") == ref.source.mtime_ns
             and rec.get("output") == ref.output.as_posix()
-            and self.holder(ref.output.as_posix().casefold()) == source
             and self._same_options(ref, rec)
             and (self.out_dir / ref.output).is_file()
         )

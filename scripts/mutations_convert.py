@@ -47,7 +47,7 @@ CONVERT = [
     Mutation("read-only-output-usage-error", "ocrbatch/pipeline/write.py", "        if _read_only(out):\n",
              "        if False:\n", (_R + "test_a_read_only_output_is_exit_7",),
              "a read-only output is a usage error (exit 2), not exit 7"),
-    Mutation("json-quiet-on-errors", "ocrbatch/cli.py", "    if error is not None and json_for is not None:\n",
+    Mutation("json-quiet-on-errors", "ocrbatch/cli.py", "    if error is not None and as_json:\n",
              "    if False:\n", (_C + "test_json_prints_a_summary_with_the_error_on_every_exit",),
              "--json prints nothing when the run ends with an error"),
     Mutation("stdin-wait-unstoppable", "ocrbatch/pipeline/discover.py", "    while not stopped():\n",

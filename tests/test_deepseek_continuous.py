@@ -16,6 +16,7 @@ if not hasattr(transformers, "DeepseekOcr2ForConditionalGeneration"):
 
 from conftest import draw_page  # noqa: E402
 from ocrbatch.config import EngineOptions  # noqa: E402
+from ocrbatch.engines.base import Decoder  # noqa: E402
 from ocrbatch.engines.deepseek_ocr2.continuous import banned_per_row  # noqa: E402
 from ocrbatch.engines.deepseek_ocr2.engine import GUARD, RETRY_GUARD, DeepseekOcr2Engine  # noqa: E402
 from ocrbatch.engines.deepseek_ocr2.ngram_guard import NgramGuard  # noqa: E402
@@ -90,6 +91,7 @@ def test_rows_that_join_and_leave_get_the_tokens_of_a_single_page_generate(never
         # the six, four of them waiting prefilled while two decode (and p4's retry prefilled on its own).
         for rows, joins in ((3, {0: pages[:2], 2: pages[2:4], 6: pages[4:]}), (2, {0: pages})):
             decoder = engine.decoder()
+            assert isinstance(decoder, Decoder)  # the whole protocol gpu/streaming.py drives
             got, widths = {}, []
             step = 0
             while step < 200 and (joins or not decoder.idle()):

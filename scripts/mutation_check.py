@@ -114,7 +114,7 @@ RELIABILITY = [
              ("tests/test_faults.py::test_convert_with_static_batches_keeps_every_page_once",),
              "an engine that raises while loading is an internal error (exit 1), not exit 5"),
     Mutation("ray-results-unchecked", "ocrbatch/pipeline/remote.py",
-             "            for result in one_each(refs, results):\n", "            for result in results:\n",
+             "    return list(by_ref.values()) + missing\n", "    return results\n",
              ("tests/test_ledger.py",), "a Ray task that returns too few results loses pages"),
 ]
 
@@ -125,6 +125,12 @@ try:  # the layout stages' mutations live beside their tests
     from mutations_layout import LAYOUT  # type: ignore[import-not-found]
 
     TABLES["layout"] = LAYOUT
+except ImportError:
+    pass
+try:  # the convert command's: scripts/mutations_convert.py
+    from mutations_convert import CONVERT  # type: ignore[import-not-found]
+
+    TABLES["convert"] = CONVERT
 except ImportError:
     pass
 try:  # the server's (scripts/mutations_serve.py)

@@ -220,15 +220,19 @@ def test_pages_whose_step_raised_are_all_given_back_by_abandon(fails, never_ends
                 raise RuntimeError("CUDA out of memory (simulated)")
 
             decoder.running.extend = cannot_extend
-        else:
-            name = {"prefill": "_prefill", "decode": "_decode"}[fails]
-            real = getattr(decoder, name)
+        elif fails == "prefill":  # the forward pass of a group taken off the waiting pages raises
+            def cannot_prefill(group):
+                raise RuntimeError("shape '[96, 0]' is invalid for input of size 48")
 
-            def broken(*args, **kwargs):
-                real(*args, **kwargs)  # the work is done (caches made, rows moved)...
+            decoder._prefill = cannot_prefill
+        else:
+            real = decoder._decode
+
+            def broken():
+                real()  # the work is done (a token chosen, ended rows dropped)...
                 raise RuntimeError("CUDA error: device-side assert triggered")  # ...and then it fails
 
-            setattr(decoder, name, broken)
+            decoder._decode = broken
         while True:
             try:
                 finished += [page for page, _, _ in decoder.step(rows=4)]

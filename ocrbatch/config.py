@@ -230,8 +230,15 @@ OPTIONS: tuple[Option, ...] = (
            "Retry-After).", frozenset({SERVE}), least=1),
     Option("token", "text", None, "Require Authorization: Bearer TOKEN on /v1/* (401 without).", frozenset({SERVE}),
            check=lambda v: None if v.strip() else "is empty"),
-    Option("drain_s", "float", 30.0, "On SIGTERM, how long requests in flight may take to finish.",
-           frozenset({SERVE}), least=0, metavar="SECONDS"),
+    Option("drain_s", "float", 30.0, "On SIGTERM, how long requests in flight may take to finish (then: 503, or "
+           "a final error line).", frozenset({SERVE}), least=0, metavar="SECONDS"),
+    Option("max_connections", "int", 1024, "Open connections beyond which only /healthz, /readyz and /metrics are "
+           "answered (others: 503).", frozenset({SERVE}), least=1),
+    Option("header_timeout_s", "float", 10.0, "A request's headers must be in within this, from its first byte; "
+           "else the connection is closed.", frozenset({SERVE}), metavar="SECONDS",
+           check=lambda v: None if v > 0 else "must be positive"),
+    Option("body_timeout_s", "float", 30.0, "The longest pause inside an upload's body; then 408.",
+           frozenset({SERVE}), metavar="SECONDS", check=lambda v: None if v > 0 else "must be positive"),
     # -- both commands -----------------------------------------------------------------------------------
     Option("quiet", "switch", False, "Print only errors.", frozenset({RUN, SERVE}), short=("-q",)),
     Option("verbose", "count", 0, "More detail, tracebacks on errors (serve: server logs; -vv every request).",

@@ -1,0 +1,135 @@
+"""The blocks stage: lines joined into rows, rows into blocks, the units that get ordered.
+
+A *row* is the pieces side by side on one line of text, up to a column separator (a table's row, a
+term with its description, a number with its line stay one row). A *block* is rows one under the next
+in one type size, at the leading of running text, aligned with each other (poppler's TextOutputDev
+builds its blocks this way, its gaps measured in the local font size): a paragraph, a column's run of
+text, a caption, a sidebar's list, a chart's labels. A row that lies under two blocks (a full-width
+line under two columns) starts a block of its own.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from statistics import median
+from typing import Sequence
+
+from ..records import TextLine
+from .columns import Separator, beside
+from .geometry import Box, Row, core, group_rows, ink, union
+from .params import LayoutParams
+
+_LABEL = re.compile(r"^[\W\d_]*\d[\W\d_]*$|^\S{1,6}$")  # a tick value, a unit, a one-word legend entry
+
+
+@dataclass
+class Block:
+    """Rows read together, in order; `kind` is text, figure (a chart's labels) or furniture; `why`
+    says which stage set it apart."""
+
+    rows: list[Row]
+    kind: str = "text"
+    why: str = ""
+    column: tuple = ()
+    box: Box = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.box = union(r.box for r in self.rows)
+
+    def add(self, row: Row) -> None:
+        self.rows.append(row)
+        self.box = union((self.box, row.box))
+
+    @property
+    def size(self) -> float:
+        """The block's line height: its type size."""
+        return float(median(r.height for r in self.rows))
+
+    @property
+    def lines(self) -> list[TextLine]:
+        return [l for r in self.rows for l in r.lines]
+
+
+def rows_of(lines: Sequence[TextLine], seps: Sequence[Separator], p: LayoutParams) -> list[Row]:
+    """Lines on one visual row, cut at every separator between them and where the type size jumps."""
+    out: list[Row] = []
+    for row in group_rows(lines):
+        run = [row.lines[0]]
+        for prev, line in zip(row.lines, row.lines[1:]):
+            parted = any(s.between(ink(prev).box, ink(line).box) for s in seps)
+            jump = max(prev.height, line.height) > p.row_size_ratio * min(prev.height, line.height)
+            if parted or jump:
+                out.append(Row(run))
+                run = []
+            run.append(line)
+        out.append(Row(run))
+    return sorted(out, key=lambda r: (core_top(r), r.x0))
+
+
+def core_top(row: Row) -> float:
+    return min(core(l)[0] for l in row.lines)
+
+
+def _core_bottom(row: Row) -> float:
+    return max(core(l)[1] for l in row.lines)
+
+
+def _x_overlap(a: Box, b: Box) -> float:
+    return min(a[2], b[2]) - max(a[0], b[0])
+
+
+def build_blocks(rows: Sequence[Row], seps: Sequence[Separator], h: float, p: LayoutParams) -> list[Block]:
+    """Rows (top to bottom) joined into blocks: each row joins the block whose last row is the nearest
+    above it in its extent, when the type size, leading and alignment agree; else it starts one."""
+    blocks: list[Block] = []
+    for row in rows:
+        above = [b for b in blocks if _x_overlap(b.rows[-1].box, row.box) > p.x_overlap * row.height
+                 and _core_bottom(b.rows[-1]) <= core_top(row) + 0.25 * row.height]
+        home = None
+        if above:
+            near = max(above, key=lambda b: _core_bottom(b.rows[-1]))
+            rivals = [b for b in above if b is not near
+                      and _core_bottom(b.rows[-1]) >= _core_bottom(near.rows[-1]) - 0.5 * row.height]
+            if not rivals and joins(near, row, p) and _same_columns(near.rows[-1], row, seps, h, p):
+                home = near
+        if home is None:
+            blocks.append(Block([row]))
+        else:
+            home.add(row)
+    for block in blocks:
+        block.kind = "figure" if is_figure_text(block, p) else "text"
+    return blocks
+
+
+def joins(block: Block, row: Row, p: LayoutParams) -> bool:
+    """Whether `row` carries on `block` (its last row right above it): same type size, the leading of
+    running text, and aligned with the block (within an indent; a block of two rows or more has its
+    width, which a row under it may pass by little)."""
+    last = block.rows[-1]
+    size = max(last.height, row.height)
+    if size > p.block_size_ratio * min(last.height, row.height):
+        return False
+    if core_top(row) - _core_bottom(last) > p.block_leading * size + 0.5 * size:
+        return False  # (cores: the middle half of each box, so a quarter of each box is added back)
+    x0, _, x1, _ = block.box
+    if len(block.rows) >= 2:
+        slack = p.block_overhang * size
+        return row.x0 >= x0 - p.block_indent * size and row.x1 <= x1 + slack
+    return abs(row.x0 - x0) <= p.block_indent * size or abs(row.x1 - x1) <= p.block_overhang * size
+
+
+def _same_columns(last: Row, row: Row, seps: Sequence[Separator], h: float, p: LayoutParams) -> bool:
+    """Whether two rows border the same separators: a block ends where the columns beside it do (the
+    end of balanced two-column sections, a figure's side)."""
+    reach = p.gutter_reach * h
+    cut = [s for s in seps if s.sections]
+    return {id(s) for s in cut if beside(s, last.box, reach)} == {id(s) for s in cut if beside(s, row.box, reach)}
+
+
+def is_figure_text(block: Block, p: LayoutParams) -> bool:
+    """A chart's labels: rows mostly of tick values, units and one-word legend entries."""
+    if len(block.rows) < 2:
+        return False
+    labels = sum(1 for r in block.rows if len(r.text) <= p.figure_label_chars or _LABEL.match(r.text))
+    return labels >= p.figure_share * len(block.rows)

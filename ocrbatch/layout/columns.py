@@ -1,0 +1,231 @@
+"""Column separators: white strips down the page that text on either side does not cross.
+
+Two ideas from the literature, combined:
+- a column's left edge is a *tab stop*: several lines, one under the other, start at one x (Smith,
+  "Hybrid page layout analysis via tab-stop detection", 2009, as tesseract's column finder does);
+- what parts two columns is a *whitespace rectangle* that borders text on both sides (Breuel, "Two
+  geometric algorithms for layout analysis", 2002).
+
+So a separator is the white strip just left of a tab stop, as far up and down as it stays white and the
+tab stop's lines go on, with text bordering it on the left. A table's cells and a list's markers start
+at tab stops too, with white strips left of them; those strips are gaps between cells of one row, not
+between columns: the pieces left of them are short and pair up row by row with the pieces right of
+them. A gap clearly wider than the row's other gaps still parts columns (a reference card's gutter
+between its term/description pairs).
+
+Boxes are measured by their ink (`geometry.ink`: a detector box less its padding), since the padded
+boxes of two columns touch across a narrow gutter.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from statistics import median
+from typing import Sequence
+
+from ..records import TextLine
+from .geometry import core, ink
+from .params import LayoutParams
+
+# what an ornament down a gutter is read as: one or two circles, dots, dashes or dingbats, never a word
+_ORNAMENT = re.compile(r"[oO0°•·∘◦○●◆◇■□▪▫*+\-–—|.:,;'\"]{1,2}")
+
+
+@dataclass(frozen=True)
+class Separator:
+    """A white strip from x0 to x1, y0 to y1, parting the columns either side of it; the boxes either
+    side may reach into it, or a little past it (`slack`: padded boxes over a narrow gutter)."""
+
+    x0: float
+    x1: float
+    y0: float
+    y1: float
+    slack: float = 0.0
+    why: str = ""
+    sections: bool = False  # cut where both its columns end a section: blocks end with it
+
+    def between(self, left: tuple, right: tuple) -> bool:
+        """Whether the strip parts box `left` from box `right` (x0, y0, x1, y1): the left one starts
+        before the strip and does not run past it, the right one starts inside or after it, and the
+        strip runs beside both."""
+        start = min(self.x0, self.x1)
+        return left[0] < start <= right[0] + self.slack and left[2] <= self.x1 + self.slack \
+            and _reach(self, left) and _reach(self, right)
+
+
+def beside(sep: Separator, box: tuple, reach: float) -> bool:
+    """Whether `box` borders the strip of `sep` on either side (within `reach`) at its height."""
+    return _reach(sep, box) and sep.x0 - reach <= box[2] <= sep.x1 + sep.slack + 1 \
+        or _reach(sep, box) and sep.x0 - sep.slack - 1 <= box[0] <= sep.x1 + reach
+
+
+def _reach(sep: Separator, box: tuple) -> bool:
+    c0, c1 = box[1] + (box[3] - box[1]) / 4, box[3] - (box[3] - box[1]) / 4
+    return c0 < sep.y1 and c1 > sep.y0
+
+
+def find_separators(lines: Sequence[TextLine], h: float, p: LayoutParams) -> list[Separator]:
+    """The column separators among `lines` (`h`: the body line height)."""
+    inks = [ink(l) for l in lines]
+    found: list[Separator] = []
+    for x, members in tab_stops(inks, h, p):
+        for sep, left, right in _strips(x, members, inks, h, p):
+            if not _cell_gap(left, right, inks, h, p) and not any(_same(sep, f, h) for f in found):
+                found += _sections(sep, left, right, inks, h, p)
+    return found
+
+
+def drop_ornaments(lines: Sequence[TextLine], seps: Sequence[Separator], h: float) -> list[TextLine]:
+    """`lines` less the ornaments down a gutter: a rule of dots or circles, a dingbat between the
+    columns, read as "o", "0" or "•" (one or two such characters inside a separator's strip; a short
+    word there, "to" or "or", is text and stays)."""
+    def ornament(l: TextLine) -> bool:
+        return bool(_ORNAMENT.fullmatch(l.text.strip())) and any(
+            l.box[0] >= s.x0 - 0.5 * h and l.box[2] <= s.x1 + 0.5 * h and _reach(s, l.box) for s in seps)
+    return [l for l in lines if not ornament(l)]
+
+
+def _sections(sep: Separator, left: list[TextLine], right: list[TextLine], inks: Sequence[TextLine], h: float,
+              p: LayoutParams) -> list[Separator]:
+    """`sep` cut where both its columns break off level with each other and a title stands in the
+    break on one side (balanced two-column sections, each under its own title in one column): the
+    columns above are read before the title, and the title before the columns below. Breaks level
+    on both sides with nothing in them are paragraph breaks, and the columns run on past them."""
+    out = [sep]
+    reach = p.gutter_reach * h
+    right = [l for l in inks if sep.x1 - sep.slack <= l.box[0] <= sep.x1 + reach]  # (indented lines too)
+    for a, b in _breaks(left, h, p):
+        for c, d in _breaks(right, h, p):
+            if abs(a - c) > p.section_level * h or abs(b - d) > p.section_level * h:
+                continue
+            top, bottom = max(a, c), min(b, d)
+            titled = [l for l in inks if top < core(l)[0] and core(l)[1] < bottom
+                      and l not in left and l not in right and l.box[0] < sep.x1 + reach]
+            # (a title stands apart from the lines above and below it, not one line of a listing)
+            titled = [t for t in titled if not any(k is not t and _x_overlap(k, t) > 0 and
+                                                  -p.title_apart * h < core(k)[0] - core(t)[1] < p.title_apart * h
+                                                  or k is not t and _x_overlap(k, t) > 0 and
+                                                  -p.title_apart * h < core(t)[0] - core(k)[1] < p.title_apart * h
+                                                  for k in inks)]
+            last = out[-1]
+            if titled and last.y0 < top and bottom < last.y1:
+                out[-1:] = [replace(last, y1=top, sections=True), replace(last, y0=bottom, sections=True)]
+    return out
+
+
+def _x_overlap(a: TextLine, b: TextLine) -> float:
+    return min(a.box[2], b.box[2]) - max(a.box[0], b.box[0])
+
+
+def _breaks(pieces: list[TextLine], h: float, p: LayoutParams) -> list[tuple[float, float]]:
+    """White stretches down one side of a separator, at least `section_break` tall: (top, bottom)."""
+    spans = sorted(core(l) for l in pieces)
+    out, reach = [], None
+    for c0, c1 in spans:
+        if reach is not None and c0 - reach >= p.section_break * h:
+            out.append((reach, c0))
+        reach = c1 if reach is None else max(reach, c1)
+    return out
+
+
+def tab_stops(inks: Sequence[TextLine], h: float, p: LayoutParams) -> list[tuple[float, list[TextLine]]]:
+    """(x, pieces starting there) for each x where at least `tab_min_lines` pieces start within
+    `tab_tolerance` of each other; x is the leftmost start."""
+    ordered = sorted((l for l in inks if not _ORNAMENT.fullmatch(l.text.strip())), key=lambda l: l.box[0])
+    out: list[tuple[float, list[TextLine]]] = []
+    i = 0
+    while i < len(ordered):
+        x = ordered[i].box[0]
+        j = i
+        while j < len(ordered) and ordered[j].box[0] - x <= p.tab_tolerance * h:
+            j += 1
+        if j - i >= p.tab_min_lines - 1:  # (a short column of two lines counts, see `_strips`)
+            out.append((x, ordered[i:j]))
+        i = j
+    return out
+
+
+def _strips(x: float, members: list[TextLine], inks: Sequence[TextLine], h: float, p: LayoutParams):
+    """(separator, pieces bordering it on the left, tab-stop pieces on the right) for each stretch
+    down the page where nothing runs across the tab stop at `x` (from left of it to well past it: a
+    left column's line may end a little past it, over a narrow gutter) and enough of its lines start."""
+    slack = p.seam_overlap * h
+    blocked = sorted(core(l) for l in inks if l.box[0] < x - 0.05 * h and l.box[2] > x + slack)
+    runs, top = [], float("-inf")
+    for c0, c1 in blocked + [(float("inf"), float("inf"))]:
+        if c0 > top:
+            runs.append((top, c0))
+        top = max(top, c1)
+    for r0, r1 in runs:
+        right = [m for m in members if r0 <= core(m)[0] and core(m)[1] <= r1]
+        if len(right) < p.tab_min_lines - 1:
+            continue
+        left = [l for l in inks if x - p.gutter_reach * h <= l.box[2] <= x + slack and l.box[0] < x - 0.05 * h
+                and not _ORNAMENT.fullmatch(l.text.strip()) and r0 <= core(l)[0] and core(l)[1] <= r1]
+        if len(right) < p.tab_min_lines:  # a short column: the white strip runs on down a column beside it
+            y0, y1 = min(m.box[1] for m in right), max(l.box[3] for l in right + left)
+            left = [l for l in left if l.box[3] > y0]
+            if len(left) < p.tab_min_lines or not (_prose(left, h, p) and _prose(right, h, p)):
+                continue
+        else:
+            y0, y1 = min(m.box[1] for m in right), max(m.box[3] for m in right)
+            left = [l for l in left if l.box[3] > y0 and l.box[1] < y1]
+        if len(left) < p.gutter_min_left:
+            continue
+        edges = sorted(l.box[2] for l in left)
+        if x - edges[min(len(edges) - 1, int(0.9 * len(edges)))] < p.gutter_min * h and not _seam(left, right, x, h, p):
+            continue
+        yield Separator(edges[len(edges) // 2], x, y0, y1, slack, f"tab stop at x={x:.0f}, {len(right)} lines"), left, right
+
+
+def _prose(pieces: list[TextLine], h: float, p: LayoutParams) -> bool:
+    """Lines of running text: most several words long and wide."""
+    return sum(1 for l in pieces if len(l.text.split()) >= p.prose_words and l.box[2] - l.box[0] >= p.prose_width * h) \
+        >= 0.5 * len(pieces)
+
+
+def _seam(left: list[TextLine], right: list[TextLine], x: float, h: float, p: LayoutParams) -> bool:
+    """Two columns whose padded boxes touch or overlap across a gutter too narrow to show white: rows
+    in a row where a piece ends at the tab stop and the next starts there, both wide."""
+    meets = sum(1 for l in left for r in right if _same_row(l, r) and abs(l.box[2] - x) <= p.seam_overlap * h
+                and min(l.box[2] - l.box[0], r.box[2] - r.box[0]) >= p.prose_width * h)
+    return meets >= p.tab_min_lines
+
+
+def _same_row(a: TextLine, b: TextLine) -> bool:
+    ha, hb = a.height, b.height
+    return abs((a.box[1] + a.box[3]) / 2 - (b.box[1] + b.box[3]) / 2) <= 0.3 * min(ha, hb) \
+        and max(ha, hb) <= 1.6 * min(ha, hb)  # (figures and capitals lack the descenders of words)
+
+
+def _cell_gap(left: list[TextLine], right: list[TextLine], inks: Sequence[TextLine], h: float,
+              p: LayoutParams) -> bool:
+    """Whether the strip between `left` and `right` is a gap between the cells of rows (a table, a
+    term and its description, a list's markers, numbered lines) rather than a column gutter."""
+    if sum(1 for r in right if _numeric(r.text)) >= p.cell_numeric * len(right):
+        return True  # a column of amounts or figures: a table's or a receipt's, never running text
+    pairs = [(l, r) for l in left for r in right if _same_row(l, r)]
+    paired = {id(l) for l, _ in pairs}
+    if len(paired) < p.cell_pairing * len(left):
+        return False
+    if median((l.box[2] - l.box[0]) / max(1.0, l.height) for l in left) >= p.cell_short \
+            or median(len(l.text.split()) for l in left) >= p.cell_words:
+        return False  # lines of prose on the left: two columns whose lines share their baselines
+    ratios = []
+    for l, r in pairs:
+        row = sorted((k for k in inks if _same_row(k, l)), key=lambda k: k.box[0])
+        others = [b.box[0] - a.box[2] for a, b in zip(row, row[1:]) if a is not l and b.box[0] - a.box[2] > 0]
+        if others:
+            ratios.append((r.box[0] - l.box[2]) / max(others))
+    return not ratios or median(ratios) < p.gutter_ratio
+
+
+def _numeric(text: str) -> bool:
+    """Mostly digits: an amount, a figure, a date."""
+    marks = [c for c in text if not c.isspace()]
+    return bool(marks) and sum(1 for c in marks if c.isdigit() or c in ".,:/%$€£-+()") >= 0.6 * len(marks)
+
+
+def _same(a: Separator, b: Separator, h: float) -> bool:
+    return abs(a.x1 - b.x1) <= h and a.y0 < b.y1 and b.y0 < a.y1

@@ -58,7 +58,8 @@ def rows_of(lines: Sequence[TextLine], seps: Sequence[Separator], p: LayoutParam
         run = [row.lines[0]]
         for prev, line in zip(row.lines, row.lines[1:]):
             parted = any(s.between(ink(prev).box, ink(line).box) for s in seps)
-            jump = max(prev.height, line.height) > p.row_size_ratio * min(prev.height, line.height)
+            jump = max(prev.height, line.height) > p.row_size_ratio * min(prev.height, line.height) \
+                and min(len(prev.text.strip()), len(line.text.strip())) > p.marker_chars  # (a bullet is small)
             if parted or jump:
                 out.append(Row(run))
                 run = []
@@ -81,25 +82,45 @@ def _x_overlap(a: Box, b: Box) -> float:
 
 def build_blocks(rows: Sequence[Row], seps: Sequence[Separator], h: float, p: LayoutParams) -> list[Block]:
     """Rows (top to bottom) joined into blocks: each row joins the block whose last row is the nearest
-    above it in its extent, when the type size, leading and alignment agree; else it starts one."""
+    above it in its extent, when the type size, leading and alignment agree, and when that row is over
+    it alone (a title across columns starts none of their blocks); else it starts a block."""
     blocks: list[Block] = []
-    for row in rows:
-        above = [b for b in blocks if _x_overlap(b.rows[-1].box, row.box) > p.x_overlap * row.height
-                 and _core_bottom(b.rows[-1]) <= core_top(row) + 0.25 * row.height]
-        home = None
-        if above:
-            near = max(above, key=lambda b: _core_bottom(b.rows[-1]))
-            rivals = [b for b in above if b is not near
-                      and _core_bottom(b.rows[-1]) >= _core_bottom(near.rows[-1]) - 0.5 * row.height]
-            if not rivals and joins(near, row, p) and _same_columns(near.rows[-1], row, seps, h, p):
-                home = near
-        if home is None:
-            blocks.append(Block([row]))
-        else:
+    for k, row in enumerate(rows):
+        home = _home(blocks, row, h, p)
+        if home is not None and any(_x_overlap(home.rows[-1].box, mate.box) > p.x_overlap * mate.height
+                                    for mate in _mates(rows, k)):
+            home = None  # the row above runs over other rows level with this one: it spans columns
+        if home is not None and joins(home, row, p) and _same_columns(home.rows[-1], row, seps, h, p):
             home.add(row)
+        else:
+            blocks.append(Block([row]))
     for block in blocks:
         block.kind = "figure" if is_figure_text(block, p) else "text"
     return blocks
+
+
+def _home(blocks: list[Block], row: Row, h: float, p: LayoutParams) -> Block | None:
+    """The block whose last row is the nearest above `row` in its extent, if no other is as near."""
+    above = [b for b in blocks if _x_overlap(b.rows[-1].box, row.box) > p.x_overlap * row.height
+             and _core_bottom(b.rows[-1]) <= core_top(row) + 0.25 * row.height]
+    if not above:
+        return None
+    near = max(above, key=lambda b: _core_bottom(b.rows[-1]))
+    rivals = [b for b in above if b is not near
+              and _core_bottom(b.rows[-1]) >= _core_bottom(near.rows[-1]) - 0.5 * row.height]
+    return None if rivals else near
+
+
+def _mates(rows: Sequence[Row], k: int) -> list[Row]:
+    """The other rows level with rows[k] (rows are sorted by their tops)."""
+    row = rows[k]
+    out = []
+    for step in (-1, 1):
+        j = k + step
+        while 0 <= j < len(rows) and abs(core_top(rows[j]) - core_top(row)) <= 0.5 * row.height:
+            out.append(rows[j])
+            j += step
+    return out
 
 
 def joins(block: Block, row: Row, p: LayoutParams) -> bool:

@@ -71,7 +71,7 @@ def find_separators(lines: Sequence[TextLine], h: float, p: LayoutParams) -> lis
     found: list[Separator] = []
     for x, members in tab_stops(inks, h, p):
         for sep, left, right in _strips(x, members, inks, h, p):
-            if not _cell_gap(left, right, inks, h, p) and not any(_same(sep, f, h) for f in found):
+            if not _cell_gap(left, right, p) and not any(_same(sep, f, h) for f in found):
                 found += _sections(sep, left, right, inks, h, p)
     return found
 
@@ -174,6 +174,13 @@ def _strips(x: float, members: list[TextLine], inks: Sequence[TextLine], h: floa
         if len(left) < p.gutter_min_left:
             continue
         edges = sorted(l.box[2] for l in left)
+        # the strip is white from r0 to r1: the separator runs on up and down beside the lines that
+        # hug it within that stretch (a column's lines that end at the gutter, indented lines that
+        # start just after it), not past the columns' ends
+        hug = [l for l in inks if r0 <= core(l)[0] and core(l)[1] <= r1 and (
+            l.box[0] < x - 0.05 * h and edges[len(edges) // 2] - p.hug * h <= l.box[2] <= x + slack
+            or x - slack <= l.box[0] <= x + p.hug * h)]
+        y0, y1 = min([y0] + [l.box[1] for l in hug]), max([y1] + [l.box[3] for l in hug])
         if x - edges[min(len(edges) - 1, int(0.9 * len(edges)))] < p.gutter_min * h and not _seam(left, right, x, h, p):
             continue
         yield Separator(edges[len(edges) // 2], x, y0, y1, slack, f"tab stop at x={x:.0f}, {len(right)} lines"), left, right
@@ -195,36 +202,33 @@ def _seam(left: list[TextLine], right: list[TextLine], x: float, h: float, p: La
 
 def _same_row(a: TextLine, b: TextLine) -> bool:
     ha, hb = a.height, b.height
-    return abs((a.box[1] + a.box[3]) / 2 - (b.box[1] + b.box[3]) / 2) <= 0.3 * min(ha, hb) \
-        and max(ha, hb) <= 1.6 * min(ha, hb)  # (figures and capitals lack the descenders of words)
+    # (figures and capitals lack the descenders of words, a bullet is smaller still)
+    return abs((a.box[1] + a.box[3]) / 2 - (b.box[1] + b.box[3]) / 2) <= 0.3 * max(ha, hb) \
+        and max(ha, hb) <= 2.5 * min(ha, hb)
 
 
-def _cell_gap(left: list[TextLine], right: list[TextLine], inks: Sequence[TextLine], h: float,
-              p: LayoutParams) -> bool:
+def _cell_gap(left: list[TextLine], right: list[TextLine], p: LayoutParams) -> bool:
     """Whether the strip between `left` and `right` is a gap between the cells of rows (a table, a
-    term and its description, a list's markers, numbered lines) rather than a column gutter."""
+    term and its description, a list's markers, numbered lines) rather than a column gutter: the
+    pieces right of it are mostly numbers (amounts, figures), or those left of it are short and
+    nearly all have a piece right of it on their row."""
     if sum(1 for r in right if _numeric(r.text)) >= p.cell_numeric * len(right):
         return True  # a column of amounts or figures: a table's or a receipt's, never running text
-    pairs = [(l, r) for l in left for r in right if _same_row(l, r)]
-    paired = {id(l) for l, _ in pairs}
+    if median(len(l.text.strip()) for l in left) <= p.marker_chars:
+        return True  # a list's bullets, a line's number: markers, never a column of text
+    paired = {id(l) for l in left for r in right if _same_row(l, r)}
     if len(paired) < p.cell_pairing * len(left):
         return False
     if median((l.box[2] - l.box[0]) / max(1.0, l.height) for l in left) >= p.cell_short \
             or median(len(l.text.split()) for l in left) >= p.cell_words:
         return False  # lines of prose on the left: two columns whose lines share their baselines
-    ratios = []
-    for l, r in pairs:
-        row = sorted((k for k in inks if _same_row(k, l)), key=lambda k: k.box[0])
-        others = [b.box[0] - a.box[2] for a, b in zip(row, row[1:]) if a is not l and b.box[0] - a.box[2] > 0]
-        if others:
-            ratios.append((r.box[0] - l.box[2]) / max(others))
-    return not ratios or median(ratios) < p.gutter_ratio
+    return True
 
 
 def _numeric(text: str) -> bool:
     """Mostly digits: an amount, a figure, a date."""
     marks = [c for c in text if not c.isspace()]
-    return bool(marks) and sum(1 for c in marks if c.isdigit() or c in ".,:/%$€£-+()") >= 0.6 * len(marks)
+    return bool(marks) and sum(1 for c in marks if c.isdigit() or c in ".,:/%$€£-+()") > 0.5 * len(marks)
 
 
 def _same(a: Separator, b: Separator, h: float) -> bool:

@@ -89,8 +89,13 @@ def _split_two(line: TextLine, lines: list[TextLine], h: float) -> list[TextLine
     a = _quantile([l.box[2] for l in left], 0.9)
     b = _quantile([l.box[0] for l in right], 0.1)
     # padded boxes of the two columns may overlap a little across a narrow gutter
+    cy = (y0 + y1) / 2
+    # a line across the strip on a neighbouring row (a title, a wide equation, a paragraph across the
+    # columns; not another line merged the same way) keeps it whole
     if not -h <= b - a <= 3 * h or any(l.box[0] < min(a, b) - 2 * h and l.box[2] > max(a, b) + 2 * h
-                                       for l in near):
+                                       and abs((l.box[1] + l.box[3]) / 2 - cy) <= 2.5 * h
+                                       and not (abs(l.box[0] - x0) <= h and abs(l.box[2] - x1) <= h)
+                                       for l in lines if l is not line):
         return [line]
     if _paragraph_across(line, lines, h, a):
         return [line]

@@ -22,6 +22,7 @@ class LayoutParams:
     tab_min_lines: int = 3  # a tab stop needs this many pieces starting at it, one under the other
     gutter_min: float = 0.25  # narrowest white strip left of a tab stop that can part two columns
     seam_overlap: float = 0.5  # a left column's piece may end this far past the tab stop (padded boxes touching)
+    hug: float = 2.0  # lines ending this near a separator's left edge, or starting this near its tab stop, hug it
     gutter_reach: float = 8.0  # a piece ending within this of the strip borders it on the left
     gutter_min_left: int = 2  # pieces that must border a separator on its left
     section_break: float = 2.0  # a white stretch this tall down one side of a separator breaks its column ...
@@ -31,8 +32,8 @@ class LayoutParams:
     cell_pairing: float = 0.7  # a strip whose bordering pieces pair up row by row on both sides this often ...
     cell_short: float = 12.0  # ... and whose left pieces are mostly narrower than this (in their own line height) ...
     cell_words: int = 4  # ... and hold fewer words than this: a gap between a table's cells
-    cell_numeric: float = 0.6  # a strip left of pieces this often numbers (amounts, figures) parts cells
-    gutter_ratio: float = 1.6  # ... unless it is this many times wider than the row's other gaps (a card's gutter)
+    marker_chars: int = 2  # pieces left of a strip mostly this short are markers (bullets, line numbers)
+    cell_numeric: float = 0.6  # a strip left of pieces this often mostly digits (amounts, figures) parts cells
 
     # -- grids: separators of centred alignment (a paper's author blocks) -------------------------------
     stack_width: float = 16.0  # the lines of a grid's blocks are at most this wide

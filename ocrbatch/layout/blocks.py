@@ -85,8 +85,11 @@ def build_blocks(rows: Sequence[Row], seps: Sequence[Separator], h: float, p: La
     above it in its extent, when the type size, leading and alignment agree, and when that row is over
     it alone (a title across columns starts none of their blocks); else it starts a block."""
     blocks: list[Block] = []
+    index = {id(r): k for k, r in enumerate(rows)}
     for k, row in enumerate(rows):
         home = _home(blocks, row, h, p)
+        if home is not None and _between(rows[index[id(home.rows[-1])] + 1:k], home.rows[-1], row, seps):
+            home = None  # another row lies in the space between, on this side of any gutter
         if home is not None and any(_x_overlap(home.rows[-1].box, mate.box) > p.x_overlap * mate.height
                                     for mate in _mates(rows, k)):
             home = None  # the row above runs over other rows level with this one: it spans columns
@@ -109,6 +112,15 @@ def _home(blocks: list[Block], row: Row, h: float, p: LayoutParams) -> Block | N
     rivals = [b for b in above if b is not near
               and _core_bottom(b.rows[-1]) >= _core_bottom(near.rows[-1]) - 0.5 * row.height]
     return None if rivals else near
+
+
+def _between(others: Sequence[Row], upper: Row, row: Row, seps: Sequence[Separator]) -> bool:
+    """Whether one of `others` lies in the white space between `upper` and `row` (the rows of a
+    receipt: an item's name, its amounts on the next line to the right, the next name), and no
+    separator parts it from them."""
+    top, bottom = _core_bottom(upper), core_top(row)
+    return any(top <= core_top(o) and _core_bottom(o) <= bottom
+               and not any(s.between(o.box, row.box) or s.between(row.box, o.box) for s in seps) for o in others)
 
 
 def _mates(rows: Sequence[Row], k: int) -> list[Row]:

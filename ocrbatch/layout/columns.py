@@ -212,8 +212,8 @@ def _cell_gap(left: list[TextLine], right: list[TextLine], p: LayoutParams) -> b
     term and its description, a list's markers, numbered lines) rather than a column gutter: the
     pieces right of it are mostly numbers (amounts, figures), or those left of it are short and
     nearly all have a piece right of it on their row."""
-    if sum(1 for r in right if _numeric(r.text)) >= p.cell_numeric * len(right):
-        return True  # a column of amounts or figures: a table's or a receipt's, never running text
+    if sum(1 for r in right if not _wordy(r.text)) >= p.cell_numeric * len(right):
+        return True  # a column of amounts, figures, quantities or codes: a table's or a receipt's
     if median(len(l.text.strip()) for l in left) <= p.marker_chars:
         return True  # a list's bullets, a line's number: markers, never a column of text
     paired = {id(l) for l in left for r in right if _same_row(l, r)}
@@ -225,10 +225,10 @@ def _cell_gap(left: list[TextLine], right: list[TextLine], p: LayoutParams) -> b
     return True
 
 
-def _numeric(text: str) -> bool:
-    """Mostly digits: an amount, a figure, a date."""
-    marks = [c for c in text if not c.isspace()]
-    return bool(marks) and sum(1 for c in marks if c.isdigit() or c in ".,:/%$€£-+()") > 0.5 * len(marks)
+def _wordy(text: str) -> bool:
+    """Holding a word (three letters or more), not only an amount, a figure, a date, a code."""
+    return any(sum(1 for c in w if c.isalpha()) >= 3 for w in text.split()) and \
+        sum(1 for c in text if c.isdigit()) <= 0.5 * sum(1 for c in text if not c.isspace())
 
 
 def _same(a: Separator, b: Separator, h: float) -> bool:

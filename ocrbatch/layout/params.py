@@ -33,7 +33,7 @@ class LayoutParams:
     cell_short: float = 12.0  # ... and whose left pieces are mostly narrower than this (in their own line height) ...
     cell_words: int = 4  # ... and hold fewer words than this: a gap between a table's cells
     marker_chars: int = 2  # pieces left of a strip mostly this short are markers (bullets, line numbers)
-    cell_numeric: float = 0.6  # a strip left of pieces this often mostly digits (amounts, figures) parts cells
+    cell_numeric: float = 0.6  # a strip left of pieces this often with no word (amounts, figures, codes) parts cells
 
     # -- grids: separators of centred alignment (a paper's author blocks) -------------------------------
     stack_width: float = 16.0  # the lines of a grid's blocks are at most this wide

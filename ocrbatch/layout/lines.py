@@ -209,7 +209,7 @@ def _touching(side: list[TextLine], line: TextLine, h: float) -> bool:
     """Whether a column's line in `side` lies on the row right above or below `line` (a merged line sits
     inside its columns; a paragraph across them stands apart, a paragraph's space away)."""
     cy = (line.box[1] + line.box[3]) / 2
-    return any(abs((l.box[1] + l.box[3]) / 2 - cy) <= 1.6 * h for l in side)
+    return any(abs((l.box[1] + l.box[3]) / 2 - cy) <= 3.2 * h for l in side)
 
 
 def _quantile(values: list[float], q: float) -> float:

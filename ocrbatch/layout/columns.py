@@ -76,6 +76,60 @@ def find_separators(lines: Sequence[TextLine], h: float, p: LayoutParams) -> lis
     return found
 
 
+def cut_merged(lines: Sequence[TextLine], seps: list[Separator], h: float,
+               p: LayoutParams) -> tuple[list[TextLine], list[Separator]]:
+    """Lines the detector ran across a separator's gutter right where the separator stops (the first
+    or last rows of two columns boxed as one), cut back at the gutter, the separator run on past
+    them. Such a line starts at the left column's edge and ends at the right column's, where a
+    paragraph set across the columns under or over them ends on a short line (`lines._paragraph_across`)."""
+    from .lines import _cut_text, _paragraph_across
+
+    lines = list(lines)
+    for k, sep in enumerate(seps):
+        if sep.why.startswith("grid"):
+            continue
+        beside = [l for l in lines if _reach(sep, l.box)]
+        lefts = [l.box[0] for l in beside if l.box[2] <= sep.x1 + sep.slack and l.box[2] >= sep.x0 - p.hug * h]
+        rights = [l.box[2] for l in beside if abs(l.box[0] - sep.x1) <= p.hug * h]
+        if len(lefts) < p.tab_min_lines or len(rights) < p.tab_min_lines:
+            continue
+        x0, x1 = min(lefts), max(rights)
+        for step in (-1, 1):
+            while True:
+                edge = sep.y0 if step < 0 else sep.y1
+                near = [l for l in lines if l.box[0] <= x0 + h and l.box[2] >= x1 - 2 * h and l.box[2] <= x1 + 2 * h
+                        and 0 <= step * ((l.box[1] + l.box[3]) / 2 - edge) <= p.merged_reach * h
+                        and len(l.text.split()) >= 6 and l.height <= p.title_type * h]
+                if not near or _paragraph_across(near[0], lines, h, sep.x0) or _runs_on(near[0], lines, step, sep, h):
+                    break
+                line = near[0]
+                head, tail = _cut_text(line, sep.x0, sep.x1)
+                if len(head.split()) < 2 or len(tail.split()) < 2:
+                    break
+                lines[lines.index(line):lines.index(line) + 1] = [
+                    TextLine(head, (line.box[0], line.box[1], sep.x0, line.box[3]), line.score),
+                    TextLine(tail, (sep.x1, line.box[1], line.box[2], line.box[3]), line.score)]
+                sep = seps[k] = replace(sep, y0=min(sep.y0, line.box[1]), y1=max(sep.y1, line.box[3]))
+    return lines, seps
+
+
+def _runs_on(line: TextLine, lines: Sequence[TextLine], step: int, sep: Separator, h: float) -> bool:
+    """Whether the lines of `line`'s extent, one after the next away from the separator, end on a
+    line that starts where they do and runs on past the gutter, short of their end: lines of one
+    paragraph set across the columns, its last (first) line shorter."""
+    x0, x1 = line.box[0], line.box[2]
+    cur = line
+    while True:
+        cy = (cur.box[1] + cur.box[3]) / 2
+        nxt = [l for l in lines if l is not cur and 0 < step * ((l.box[1] + l.box[3]) / 2 - cy) <= 1.6 * h
+               and abs(l.box[0] - x0) <= 2 * h]
+        if not nxt:
+            return False
+        cur = min(nxt, key=lambda l: abs((l.box[1] + l.box[3]) / 2 - cy))
+        if abs(cur.box[2] - x1) > 2 * h:
+            return sep.x1 + h < cur.box[2] < x1 - 2 * h
+
+
 def drop_ornaments(lines: Sequence[TextLine], seps: Sequence[Separator], h: float) -> list[TextLine]:
     """`lines` less the ornaments down a gutter: a rule of dots or circles, a dingbat between the
     columns, read as "o", "0" or "•" (one or two such characters inside a separator's strip; a short

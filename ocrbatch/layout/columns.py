@@ -249,9 +249,10 @@ def _prose(pieces: list[TextLine], h: float, p: LayoutParams) -> bool:
 def _seam(left: list[TextLine], right: list[TextLine], x: float, h: float, p: LayoutParams) -> bool:
     """Two columns whose padded boxes touch or overlap across a gutter too narrow to show white: rows
     in a row where a piece ends at the tab stop and the next starts there, both wide."""
-    meets = sum(1 for l in left for r in right if _same_row(l, r) and abs(l.box[2] - x) <= p.seam_overlap * h
-                and min(l.box[2] - l.box[0], r.box[2] - r.box[0]) >= p.prose_width * h)
-    return meets >= p.tab_min_lines
+    meets = [l.box[0] for l in left for r in right if _same_row(l, r) and abs(l.box[2] - x) <= p.seam_overlap * h
+             and min(l.box[2] - l.box[0], r.box[2] - r.box[0]) >= p.prose_width * h]
+    # (the left column's lines start at one edge too)
+    return any(sum(1 for m in meets if abs(m - start) <= p.tab_tolerance * h) >= p.tab_min_lines for start in meets)
 
 
 def _same_row(a: TextLine, b: TextLine) -> bool:
@@ -273,7 +274,8 @@ def _cell_gap(left: list[TextLine], right: list[TextLine], p: LayoutParams) -> b
     paired = {id(l) for l in left for r in right if _same_row(l, r)}
     if len(paired) < p.cell_pairing * len(left):
         return False
-    if median((l.box[2] - l.box[0]) / max(1.0, l.height) for l in left) >= p.cell_short \
+    widths = sorted((l.box[2] - l.box[0]) / max(1.0, l.height) for l in left)
+    if widths[int(0.8 * (len(widths) - 1))] >= p.cell_short \
             or median(len(l.text.split()) for l in left) >= p.cell_words:
         return False  # lines of prose on the left: two columns whose lines share their baselines
     return True

@@ -80,6 +80,10 @@ def convert(
     keep_furniture: bool = _opt("keep_furniture", False, "--keep-furniture",
                                 help="Keep running heads and feet, page numbers and margin stamps (left out by "
                                      "default; rapidocr and PDF text layers)."),
+    debug_layout: Optional[str] = _opt("debug_layout", None, "--debug-layout", metavar="DIR",
+                                       help="Write a picture of each page's layout here: its blocks, their "
+                                            "kinds and reading order, and what set each apart (rapidocr and "
+                                            "PDF text layers)."),
     devices: str = _opt("devices", "auto", "--devices",
                         help="Where engines run: auto (every GPU for a GPU engine), cpu, 0,1 or cuda:0; "
                              "one worker per device."),
@@ -130,6 +134,7 @@ def convert(
         converter = Converter(engine=engine, model=model, devices=devices, max_batch=max_batch, dtype=dtype,
                               prompt=prompt, max_new_tokens=max_new_tokens, threads=threads, dpi=dpi,
                               model_size=model_size, keep_furniture=keep_furniture, text_layer=text_layer,
+                              debug_layout=debug_layout,
                               ray=ray, ray_workers=ray_workers, max_wait_ms=max_wait_ms, workers=workers,
                               max_pixels=max_pixels, schedule=schedule, quantize=quantize)
         return _run_convert(converter, inputs, output, pages=pages, force=force, null=null, as_json=as_json,

@@ -58,6 +58,7 @@ class EngineOptions:
     page_lengths: tuple[tuple[str, int], ...] = ()  # benchmarks: (file name, tokens) each page ends after
     model_size: str = "small"  # rapidocr: PP-OCRv6 small, or tiny (faster, below the accuracy goals)
     keep_furniture: bool = False  # keep running heads and feet, page numbers, margin stamps (rapidocr, text layer)
+    debug_layout: str | None = None  # a folder: a picture of each page's layout (rapidocr, text layer)
 
 
 MODEL_SIZES = ("small", "tiny")  # --model-size (rapid.py also knows bench-only mixes)
@@ -145,6 +146,7 @@ class RunConfig:
     def build(cls, inputs: tuple[str, ...], output: Path, *, model: str | None = None, dtype: str = "auto",
               prompt: str = "markdown", max_new_tokens: int = 8192, threads: int | None = None,
               model_size: str = EngineOptions.model_size, keep_furniture: bool = False,
+              debug_layout: str | None = None,
               workers: int | None = None, pages: str | PageSelection | None = None, schedule: str = "continuous",
               quantize: str = "none", max_batch: int | str = 8, **fields) -> "RunConfig":
         """From the command line's flat options (engine options in, `pages` as text, `max_batch` a number or
@@ -154,6 +156,7 @@ class RunConfig:
                    engine_options=EngineOptions(model=model, dtype=dtype, prompt=prompt,
                                                 max_new_tokens=max_new_tokens, threads=threads,
                                                 model_size=model_size, keep_furniture=keep_furniture,
+                                                debug_layout=debug_layout,
                                                 schedule=schedule, quantize=quantize),
                    pages=PageSelection.parse(pages) if isinstance(pages, str) else pages, max_batch=start,
                    max_batch_auto=auto, **fields)
@@ -171,14 +174,14 @@ ENV = {name: "OCRBATCH_" + name.upper() for name in (
     "output", "engine", "model", "dtype", "prompt", "max_new_tokens", "threads", "model_size", "keep_furniture",
     "devices", "dpi", "text_layer", "ray", "ray_workers", "max_batch", "schedule", "quantize", "max_wait_ms",
     "workers", "pages", "max_pixels", "force", "null", "json", "quiet", "no_progress", "log_every", "metrics_file",
-    "verbose")}
+    "verbose", "debug_layout")}
 _INTS = {"max_new_tokens", "threads", "dpi", "ray_workers", "max_wait_ms", "workers", "verbose",
          "max_pixels"}
 _FLAGS = {"force", "null", "json", "quiet", "no_progress", "keep_furniture"}
 # The options a Converter takes (the others belong to one run, or to the command line).
 CONVERTER_OPTIONS = ("engine", "model", "dtype", "prompt", "max_new_tokens", "threads", "model_size",
                      "keep_furniture", "devices", "dpi", "text_layer", "ray", "ray_workers", "max_batch",
-                     "max_wait_ms", "workers", "max_pixels", "schedule", "quantize")
+                     "max_wait_ms", "workers", "max_pixels", "schedule", "quantize", "debug_layout")
 
 
 def parse_max_batch(value: "int | str") -> tuple[int, bool]:

@@ -7,12 +7,29 @@ that made each one, and each region's box in grey. `describe` gives the same as 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 from .page import PageLayout
 
 _COLOURS = {"text": (0, 90, 220), "figure": (0, 150, 60), "furniture": (150, 150, 150), "table": (200, 120, 0)}
+
+
+def write_debug(folder: str | Path, ref: Any, page: PageLayout, image: Any | None) -> Path:
+    """FOLDER/NAME.png (the picture) and FOLDER/NAME.txt (`describe`) for one page: NAME is the file's
+    name and the page number (scan.pdf-page-0002); `image` the page (an RGB array or PIL image) or None."""
+    from PIL import Image
+
+    source = getattr(getattr(ref, "source", None), "path", None)
+    label = f"{Path(source).name}-page-{ref.page:04d}" if source is not None else getattr(ref, "label", None)
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", str(label or "page")).strip("-") or "page"
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.txt").write_text(describe(page) + "\n", encoding="utf-8")
+    if image is not None and not hasattr(image, "convert"):
+        image = Image.fromarray(image)
+    return draw_layout(page, image, folder / f"{name}.png")
 
 
 def describe(page: PageLayout) -> str:

@@ -65,7 +65,8 @@ def _cut_sides(lines: list[TextLine], h: float, p: LayoutParams) -> list[list[Te
     parts: list[list[TextLine]] = [[] for _ in range(len(cuts) + 1)]
     for l in lines:
         parts[sum(1 for c in cuts if (l.box[0] + l.box[2]) / 2 > c)].append(l)
-    return [part for part in parts if part]
+    parts = [part for part in parts if part]
+    return parts if all(is_prose_page(part, h, p) for part in parts) else [lines]
 
 
 def is_prose_page(lines: Sequence[TextLine], h: float, p: LayoutParams) -> bool:

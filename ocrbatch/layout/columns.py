@@ -147,7 +147,8 @@ def _sections(sep: Separator, left: list[TextLine], right: list[TextLine], inks:
     columns above are read before the title, and the title before the columns below. Breaks level
     on both sides with nothing in them are paragraph breaks, and the columns run on past them."""
     out = [sep]
-    reach = p.gutter_reach * h
+    reach = p.hug * h
+    left = [l for l in left if l.box[2] >= sep.x0 - reach]  # the column's lines, not its short titles
     right = [l for l in inks if sep.x1 - sep.slack <= l.box[0] <= sep.x1 + reach]  # (indented lines too)
     for a, b in _breaks(left, h, p):
         for c, d in _breaks(right, h, p):
@@ -200,11 +201,13 @@ def tab_stops(inks: Sequence[TextLine], h: float, p: LayoutParams) -> list[tuple
     return out
 
 
-def _strips(x: float, members: list[TextLine], inks: Sequence[TextLine], h: float, p: LayoutParams):
+def _strips(x: float, members: list[TextLine], inks: Sequence[TextLine], h: float, p: LayoutParams,
+            slack: float | None = None):
     """(separator, pieces bordering it on the left, tab-stop pieces on the right) for each stretch
-    down the page where nothing runs across the tab stop at `x` (from left of it to well past it: a
-    left column's line may end a little past it, over a narrow gutter) and enough of its lines start."""
-    slack = p.seam_overlap * h
+    down the page where nothing runs across the tab stop at `x` (from left of it to past it by more
+    than `slack`: over a narrow gutter a left column's line may end a little past it; over a wide one
+    no line may) and enough of its lines start."""
+    slack = p.seam_overlap * h if slack is None else slack
     blocked = sorted(core(l) for l in inks if l.box[0] < x - 0.05 * h and l.box[2] > x + slack)
     runs, top = [], float("-inf")
     for c0, c1 in blocked + [(float("inf"), float("inf"))]:
@@ -215,7 +218,8 @@ def _strips(x: float, members: list[TextLine], inks: Sequence[TextLine], h: floa
         right = [m for m in members if r0 <= core(m)[0] and core(m)[1] <= r1]
         if len(right) < p.tab_min_lines - 1:
             continue
-        left = [l for l in inks if x - p.gutter_reach * h <= l.box[2] <= x + slack and l.box[0] < x - 0.05 * h
+        reach = _reach_left(right, inks, h, p)
+        left = [l for l in inks if x - reach <= l.box[2] <= x + slack and l.box[0] < x - 0.05 * h
                 and not _ORNAMENT.fullmatch(l.text.strip()) and r0 <= core(l)[0] and core(l)[1] <= r1]
         if len(right) < p.tab_min_lines:  # a short column: the white strip runs on down a column beside it
             y0, y1 = min(m.box[1] for m in right), max(l.box[3] for l in right + left)
@@ -228,6 +232,9 @@ def _strips(x: float, members: list[TextLine], inks: Sequence[TextLine], h: floa
         if len(left) < p.gutter_min_left:
             continue
         edges = sorted(l.box[2] for l in left)
+        if slack and x - edges[len(edges) // 2] > 2 * slack:  # a wide gutter: nothing may cross the stop
+            yield from _strips(x, right, [l for l in inks if r0 <= core(l)[0] and core(l)[1] <= r1], h, p, 0.0)
+            continue
         # the strip is white from r0 to r1: the separator runs on up and down beside the lines that
         # hug it within that stretch (a column's lines that end at the gutter, indented lines that
         # start just after it), not past the columns' ends
@@ -238,6 +245,18 @@ def _strips(x: float, members: list[TextLine], inks: Sequence[TextLine], h: floa
         if x - edges[min(len(edges) - 1, int(0.9 * len(edges)))] < p.gutter_min * h and not _seam(left, right, x, h, p):
             continue
         yield Separator(edges[len(edges) // 2], x, y0, y1, slack, f"tab stop at x={x:.0f}, {len(right)} lines"), left, right
+
+
+def _reach_left(right: list[TextLine], inks: Sequence[TextLine], h: float, p: LayoutParams) -> float:
+    """How far left of a tab stop a piece may end and still border its strip: `gutter_reach`, or more
+    where the gap left of the stop's lines is wider (a wide gutter), up to `gutter_reach_max`."""
+    gaps_ = []
+    for r in right:
+        ends = [l.box[2] for l in inks if l.box[2] <= r.box[0] and _same_row(l, r)]
+        if ends:
+            gaps_.append(r.box[0] - max(ends))
+    wide = 1.25 * median(gaps_) if gaps_ else 0.0
+    return min(p.gutter_reach_max * h, max(p.gutter_reach * h, wide))
 
 
 def _prose(pieces: list[TextLine], h: float, p: LayoutParams) -> bool:

@@ -81,7 +81,8 @@ def _region_blocks(page: PageLayout, region: list[TextLine], several: bool, runn
             region = [l for l in region if id(l) not in taken]
             out_head = [_furniture_block(head, "head", "furniture: page head", h, p)] if head else []
             out_foot = [_furniture_block(foot, "foot", "furniture: page foot", h, p)] if foot else []
-    seps = find_separators(region, h, p) + grid_separators(region, h, p)
+    grid = grid_separators(region, h, p)
+    seps = [s for s in find_separators(region, h, p) if not _in_grid(s, grid)] + grid
     region, seps = cut_merged(region, seps, h, p)
     region = drop_ornaments(region, seps, h)
     page.separators += seps
@@ -93,6 +94,12 @@ def _region_blocks(page: PageLayout, region: list[TextLine], several: bool, runn
             (s.x0 - 1, block.box[1], s.x0, block.box[3]), block.box)))
         block.why = block.why or f"blocks: region {tag}, column {block.column[1]}"
     return out_head + order_blocks(blocks, seps, h, p) + out_foot
+
+
+def _in_grid(sep: Separator, grid: list[Separator]) -> bool:
+    """Whether a tab stop's separator lies mostly within the rows of a grid of centred blocks (whose
+    ragged left edges may line up by chance)."""
+    return any(min(sep.y1, g.y1) - max(sep.y0, g.y0) > 0.5 * (sep.y1 - sep.y0) for g in grid)
 
 
 def _box(lines: Sequence[TextLine]) -> tuple:

@@ -24,7 +24,8 @@ class LayoutParams:
     seam_overlap: float = 0.5  # a left column's piece may end this far past the tab stop (padded boxes touching)
     hug: float = 3.0  # lines ending this near a separator's left edge, or starting this near its tab stop, hug it
     merged_reach: float = 1.6  # a line run across a gutter this near (centre to edge) where its separator stops is cut
-    gutter_reach: float = 8.0  # a piece ending within this of the strip borders it on the left
+    gutter_reach: float = 8.0  # a piece ending within this of the strip borders it on the left ...
+    gutter_reach_max: float = 20.0  # ... or within the usual gap left of the tab stop's lines, up to this
     gutter_min_left: int = 2  # pieces that must border a separator on its left
     section_break: float = 2.0  # a white stretch this tall down one side of a separator breaks its column ...
     section_level: float = 0.6  # ... and level with one on the other side (within this), around a title, ends a section

@@ -20,6 +20,7 @@ from .columns import Separator, beside
 from .geometry import Box, Row, core, group_rows, ink, union
 from .params import LayoutParams
 
+_TICK = re.compile(r"^[-+−]?\d[\d.,]*%?$")  # a tick value of a chart's axis: 80, 0.5, 2015, 25%
 _LABEL = re.compile(r"^[\W\d_]*\d[\W\d_]*$|^\S{1,6}$")  # a tick value, a unit, a one-word legend entry
 
 
@@ -60,7 +61,8 @@ def rows_of(lines: Sequence[TextLine], seps: Sequence[Separator], p: LayoutParam
             parted = any(s.between(ink(prev).box, ink(line).box) for s in seps)
             jump = max(prev.height, line.height) > p.row_size_ratio * min(prev.height, line.height) \
                 and min(len(prev.text.strip()), len(line.text.strip())) > p.marker_chars  # (a bullet is small)
-            if parted or jump:
+            label = _TICK.match(prev.text.strip()) is not None and line.box[0] - prev.box[2] >= p.label_gap * line.height
+            if parted or jump or label:  # (a chart's tick value far left of the rest of its row stays apart)
                 out.append(Row(run))
                 run = []
             run.append(line)

@@ -147,26 +147,28 @@ def _sections(sep: Separator, left: list[TextLine], right: list[TextLine], inks:
     columns above are read before the title, and the title before the columns below. Breaks level
     on both sides with nothing in them are paragraph breaks, and the columns run on past them."""
     out = [sep]
-    reach = p.hug * h
-    left = [l for l in left if l.box[2] >= sep.x0 - reach]  # the column's lines, not its short titles
-    right = [l for l in inks if sep.x1 - sep.slack <= l.box[0] <= sep.x1 + reach]  # (indented lines too)
-    for a, b in _breaks(left, h, p):
-        for c, d in _breaks(right, h, p):
+    rcol = [l for l in inks if sep.x1 - sep.slack <= l.box[0] <= sep.x1 + p.hug * h]  # (indented lines too)
+    width = median(l.box[2] - l.box[0] for l in rcol)  # (about a column's width: the left one's lines lie within)
+    lcol = [l for l in inks if sep.x0 - width - p.hug * h <= l.box[0] < sep.x0 and l.box[2] <= sep.x1 + sep.slack]
+    titles = [t for t in lcol + rcol if _apart(t, inks, h, p)]
+    for a, b in _breaks([l for l in lcol if l not in titles], h, p):
+        for c, d in _breaks([l for l in rcol if l not in titles], h, p):
             if abs(a - c) > p.section_level * h or abs(b - d) > p.section_level * h:
                 continue
             top, bottom = max(a, c), min(b, d)
-            titled = [l for l in inks if top < core(l)[0] and core(l)[1] < bottom
-                      and l not in left and l not in right and l.box[0] < sep.x1 + reach]
-            # (a title stands apart from the lines above and below it, not one line of a listing)
-            titled = [t for t in titled if not any(k is not t and _x_overlap(k, t) > 0 and
-                                                  -p.title_apart * h < core(k)[0] - core(t)[1] < p.title_apart * h
-                                                  or k is not t and _x_overlap(k, t) > 0 and
-                                                  -p.title_apart * h < core(t)[0] - core(k)[1] < p.title_apart * h
-                                                  for k in inks)]
             last = out[-1]
-            if titled and last.y0 < top and bottom < last.y1:
+            inside = [t for t in titles if top < core(t)[0] and core(t)[1] < bottom]
+            one_side = all(t in lcol for t in inside) or all(t in rcol for t in inside)  # (headings across: no)
+            if inside and one_side and last.y0 < top and bottom < last.y1:
                 out[-1:] = [replace(last, y1=top, sections=True), replace(last, y0=bottom, sections=True)]
     return out
+
+
+def _apart(t: TextLine, inks: Sequence[TextLine], h: float, p: LayoutParams) -> bool:
+    """A title stands apart from the lines above and below it (not one line of a listing)."""
+    return not any(k is not t and _x_overlap(k, t) > 0 and (-p.title_apart * h < core(k)[0] - core(t)[1] < p.title_apart * h
+                                                            or -p.title_apart * h < core(t)[0] - core(k)[1] < p.title_apart * h)
+                   for k in inks)
 
 
 def _x_overlap(a: TextLine, b: TextLine) -> float:
@@ -252,7 +254,7 @@ def _reach_left(right: list[TextLine], inks: Sequence[TextLine], h: float, p: La
     where the gap left of the stop's lines is wider (a wide gutter), up to `gutter_reach_max`."""
     gaps_ = []
     for r in right:
-        ends = [l.box[2] for l in inks if l.box[2] <= r.box[0] and _same_row(l, r)]
+        ends = [l.box[2] for l in inks if l.box[2] <= r.box[0] and _same_row(l, r, p)]
         if ends:
             gaps_.append(r.box[0] - max(ends))
     wide = 1.25 * median(gaps_) if gaps_ else 0.0
@@ -268,17 +270,19 @@ def _prose(pieces: list[TextLine], h: float, p: LayoutParams) -> bool:
 def _seam(left: list[TextLine], right: list[TextLine], x: float, h: float, p: LayoutParams) -> bool:
     """Two columns whose padded boxes touch or overlap across a gutter too narrow to show white: rows
     in a row where a piece ends at the tab stop and the next starts there, both wide."""
-    meets = [l.box[0] for l in left for r in right if _same_row(l, r) and abs(l.box[2] - x) <= p.seam_overlap * h
+    meets = [l.box[0] for l in left for r in right if _same_row(l, r, p) and abs(l.box[2] - x) <= p.seam_overlap * h
              and min(l.box[2] - l.box[0], r.box[2] - r.box[0]) >= p.prose_width * h]
     # (the left column's lines start at one edge too)
     return any(sum(1 for m in meets if abs(m - start) <= p.tab_tolerance * h) >= p.tab_min_lines for start in meets)
 
 
-def _same_row(a: TextLine, b: TextLine) -> bool:
+def _same_row(a: TextLine, b: TextLine, p: LayoutParams) -> bool:
     ha, hb = a.height, b.height
-    # (figures and capitals lack the descenders of words, a bullet is smaller still)
+    # (words of one row are set in one size; figures and capitals lack the descenders of words, and a
+    # bullet is smaller still)
+    marker = min(len(a.text.strip()), len(b.text.strip())) <= p.marker_chars
     return abs((a.box[1] + a.box[3]) / 2 - (b.box[1] + b.box[3]) / 2) <= 0.3 * max(ha, hb) \
-        and max(ha, hb) <= 2.5 * min(ha, hb)
+        and max(ha, hb) <= (p.marker_size_ratio if marker else p.row_size_ratio) * min(ha, hb)
 
 
 def _cell_gap(left: list[TextLine], right: list[TextLine], p: LayoutParams) -> bool:
@@ -290,7 +294,7 @@ def _cell_gap(left: list[TextLine], right: list[TextLine], p: LayoutParams) -> b
         return True  # a column of amounts, figures, quantities or codes: a table's or a receipt's
     if median(len(l.text.strip()) for l in left) <= p.marker_chars:
         return True  # a list's bullets, a line's number: markers, never a column of text
-    paired = {id(l) for l in left for r in right if _same_row(l, r)}
+    paired = {id(l) for l in left for r in right if _same_row(l, r, p)}
     if len(paired) < p.cell_pairing * len(left):
         return False
     widths = sorted((l.box[2] - l.box[0]) / max(1.0, l.height) for l in left)

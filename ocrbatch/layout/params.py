@@ -34,7 +34,8 @@ class LayoutParams:
     cell_pairing: float = 0.7  # a strip whose bordering pieces pair up row by row on both sides this often ...
     cell_short: float = 12.0  # ... and whose left pieces are nearly all narrower than this (in their own line height) ...
     cell_words: int = 4  # ... and hold fewer words than this: a gap between a table's cells
-    marker_chars: int = 2  # pieces left of a strip mostly this short are markers (bullets, line numbers)
+    marker_chars: int = 2  # pieces left of a strip mostly this short are markers (bullets, line numbers) ...
+    marker_size_ratio: float = 2.5  # ... and may be this much smaller than the line they stand on
     cell_numeric: float = 0.6  # a strip left of pieces this often with no word (amounts, figures, codes) parts cells
 
     # -- grids: separators of centred alignment (a paper's author blocks) -------------------------------
@@ -74,6 +75,7 @@ class LayoutParams:
     title_type_max: float = 1.5  # ... and none taller than this
 
     # -- tables and figures -----------------------------------------------------------------------------
+    label_gap: float = 10.0  # a lone number this far (in its line height) left of the rest of its row is a tick label
     figure_label_chars: int = 6  # a chart's tick or legend label is at most this long ...
     figure_share: float = 0.6  # ... and a block whose rows are mostly such labels is a figure's text
 

@@ -71,7 +71,7 @@ def find_separators(lines: Sequence[TextLine], h: float, p: LayoutParams) -> lis
     found: list[Separator] = []
     for x, members in tab_stops(inks, h, p):
         for sep, left, right in _strips(x, members, inks, h, p):
-            if not _cell_gap(left, right, p) and not any(_same(sep, f, h) for f in found):
+            if not _cell_gap(left, right, inks, p) and not any(_same(sep, f, h) for f in found):
                 found += _sections(sep, left, right, inks, h, p)
     return found
 
@@ -285,7 +285,7 @@ def _same_row(a: TextLine, b: TextLine, p: LayoutParams) -> bool:
         and max(ha, hb) <= (p.marker_size_ratio if marker else p.row_size_ratio) * min(ha, hb)
 
 
-def _cell_gap(left: list[TextLine], right: list[TextLine], p: LayoutParams) -> bool:
+def _cell_gap(left: list[TextLine], right: list[TextLine], inks: Sequence[TextLine], p: LayoutParams) -> bool:
     """Whether the strip between `left` and `right` is a gap between the cells of rows (a table, a
     term and its description, a list's markers, numbered lines) rather than a column gutter: the
     pieces right of it are mostly numbers (amounts, figures), or those left of it are short and
@@ -294,9 +294,9 @@ def _cell_gap(left: list[TextLine], right: list[TextLine], p: LayoutParams) -> b
         return True  # a column of amounts, figures, quantities or codes: a table's or a receipt's
     if median(len(l.text.strip()) for l in left) <= p.marker_chars:
         return True  # a list's bullets, a line's number: markers, never a column of text
-    paired = {id(l) for l in left for r in right if _same_row(l, r, p)}
-    if len(paired) < p.cell_pairing * len(left):
-        return False
+    pairs = [(l, r) for l in left for r in right if _same_row(l, r, p)]
+    if len({id(l) for l, _ in pairs}) < p.cell_pairing * len(left) or _widest(pairs, inks, p) >= p.gutter_ratio:
+        return False  # (a gap much wider than the row's others: a card's gutter between its columns of pairs)
     widths = sorted((l.box[2] - l.box[0]) / max(1.0, l.height) for l in left)
     if widths[int(0.8 * (len(widths) - 1))] >= p.cell_short \
             or median(len(l.text.split()) for l in left) >= p.cell_words:
@@ -304,10 +304,28 @@ def _cell_gap(left: list[TextLine], right: list[TextLine], p: LayoutParams) -> b
     return True
 
 
+def _widest(pairs: list[tuple[TextLine, TextLine]], inks: Sequence[TextLine], p: LayoutParams) -> float:
+    """How many times wider the gap between the paired pieces is than the other gaps on their rows,
+    over rows of pairs side by side, a card's (a term, its description | the next term, its
+    description: the piece left of the gap has one before it, the piece right of it one after);
+    the median, or 0 if no row is such. Amounts and codes, as on a receipt, are set at gaps of any
+    width, and a table's first column has nothing before it."""
+    ratios = []
+    for l, r in pairs:
+        if not (_wordy(l.text) and _wordy(r.text)):
+            continue
+        row = sorted((k for k in inks if _same_row(k, l, p)), key=lambda k: k.box[0])
+        before = [a.box[2] for a in row if a.box[2] <= l.box[0]]
+        after = [b.box[0] for b in row if b.box[0] >= r.box[2]]
+        if before and after:
+            ratios.append((r.box[0] - l.box[2]) / max(l.box[0] - max(before), min(after) - r.box[2], 1.0))
+    return median(ratios) if ratios else 0.0
+
+
 def _wordy(text: str) -> bool:
-    """Holding a word (three letters or more), not only an amount, a figure, a date, a code."""
+    """Mostly letters, with a word of three or more: not an amount, a figure, a date, a tax code."""
     return any(sum(1 for c in w if c.isalpha()) >= 3 for w in text.split()) and \
-        sum(1 for c in text if c.isdigit()) <= 0.5 * sum(1 for c in text if not c.isspace())
+        sum(1 for c in text if c.isalpha()) >= 0.5 * sum(1 for c in text if not c.isspace())
 
 
 def _same(a: Separator, b: Separator, h: float) -> bool:

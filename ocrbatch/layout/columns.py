@@ -148,8 +148,9 @@ def _sections(sep: Separator, left: list[TextLine], right: list[TextLine], inks:
     on both sides with nothing in them are paragraph breaks, and the columns run on past them."""
     out = [sep]
     rcol = [l for l in inks if sep.x1 - sep.slack <= l.box[0] <= sep.x1 + p.hug * h]  # (indented lines too)
-    width = median(l.box[2] - l.box[0] for l in rcol)  # (about a column's width: the left one's lines lie within)
-    lcol = [l for l in inks if sep.x0 - width - p.hug * h <= l.box[0] < sep.x0 and l.box[2] <= sep.x1 + sep.slack]
+    # the left column: from where the rows that border the strip start (a card's term, a line's start)
+    start = min(min(k.box[0] for k in inks if k.box[2] <= l.box[2] and _same_row(k, l, p)) for l in left)
+    lcol = [l for l in inks if start - p.hug * h <= l.box[0] < sep.x0 and l.box[2] <= sep.x1 + sep.slack]
     titles = [t for t in lcol + rcol if _apart(t, inks, h, p)]
     for a, b in _breaks([l for l in lcol if l not in titles], h, p):
         for c, d in _breaks([l for l in rcol if l not in titles], h, p):

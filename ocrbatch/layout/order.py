@@ -59,14 +59,12 @@ def _cut_rows(lines: list[TextLine], h: float, p: LayoutParams) -> list[list[Tex
 
 def _cut_sides(lines: list[TextLine], h: float, p: LayoutParams) -> list[list[TextLine]]:
     strips = gaps(((ink(l).box[0], ink(l).box[2]) for l in lines), p.page_gutter * h)
-    if not strips:
-        return [lines]
-    cuts = [(a + b) / 2 for a, b in strips]
-    parts: list[list[TextLine]] = [[] for _ in range(len(cuts) + 1)]
-    for l in lines:
-        parts[sum(1 for c in cuts if (l.box[0] + l.box[2]) / 2 > c)].append(l)
-    parts = [part for part in parts if part]
-    return parts if all(is_prose_page(part, h, p) for part in parts) else [lines]
+    for a, b in sorted(strips, key=lambda s: s[0] - s[1]):  # the widest first
+        left = [l for l in lines if (l.box[0] + l.box[2]) / 2 < (a + b) / 2]
+        right = [l for l in lines if (l.box[0] + l.box[2]) / 2 >= (a + b) / 2]
+        if is_prose_page(left, h, p) and is_prose_page(right, h, p):  # (a folio out in the margin is no page)
+            return [left, right]
+    return [lines]
 
 
 def is_prose_page(lines: Sequence[TextLine], h: float, p: LayoutParams) -> bool:

@@ -36,7 +36,7 @@ class LayoutParams:
     cell_words: int = 4  # ... and hold fewer words than this: a gap between a table's cells
     marker_chars: int = 2  # pieces left of a strip mostly this short are markers (bullets, line numbers) ...
     marker_size_ratio: float = 2.5  # ... and may be this much smaller than the line they stand on
-    gutter_ratio: float = 1.6  # ... unless the strip is this many times wider than the rows' other gaps (a card's gutter)
+    gutter_ratio: float = 1.25  # ... unless the strip is this many times wider than the rows' other gaps (a card's gutter)
     cell_numeric: float = 0.6  # a strip left of pieces this often with no word (amounts, figures, codes) parts cells
 
     # -- grids: separators of centred alignment (a paper's author blocks) -------------------------------

@@ -110,10 +110,15 @@ class RunConfig:
     ray: str | None = None  # convert on a Ray cluster: auto, local, or the head's address (pipeline/remote.py)
     ray_workers: int | None = None  # actors on it; None: one per GPU, or per `threads` CPUs
     max_pixels: int = 200_000_000  # an image frame larger than this fails as a page (images.DEFAULT_MAX_PIXELS)
+    # The watchdog: pages in flight and none finished for this long → they fail, the run stops (exit 8). Long
+    # enough for an 8,192-token page and its one retry on a slow GPU (a T4 decodes ~10 tokens/s per row).
+    stall_timeout: float = 1800.0
 
     def __post_init__(self) -> None:
         if not self.inputs:
             raise UsageError("no inputs given")
+        if not self.stall_timeout > 0:
+            raise UsageError("--stall-timeout must be a positive number of seconds")
         if not 36 <= self.dpi <= 1200:
             raise UsageError(f"--dpi {self.dpi}: choose between 36 and 1200")
         if self.max_batch < 1:

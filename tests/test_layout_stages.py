@@ -99,7 +99,7 @@ def test_columns_stage_drops_a_rule_of_circles_down_the_gutter():
     lines = column("l", 100, 200, 8) + column("r", 610, 200, 8)
     circles = [line("o", 582, 210 + 50 * i, w=14, h=16) for i in range(4)]
     seps = find_separators(lines + circles, H, P)
-    assert drop_ornaments(lines + circles, seps, H) == lines
+    assert drop_ornaments(lines + circles, seps, H, P) == lines
 
 
 def test_grids_stage_parts_centred_author_blocks():

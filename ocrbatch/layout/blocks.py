@@ -20,6 +20,7 @@ from .columns import Separator, beside
 from .geometry import Box, Row, core, group_rows, ink, union
 from .params import LayoutParams
 
+CORE_MARGINS = 0.5  # gaps are measured between boxes' cores (middle halves): a quarter of each box is added back
 _TICK = re.compile(r"^[-+−]?\d[\d.,]*%?$")  # a tick value of a chart's axis: 80, 0.5, 2015, 25%
 _LABEL = re.compile(r"^[\W\d_]*\d[\W\d_]*$|^\S{1,6}$")  # a tick value, a unit, a one-word legend entry
 
@@ -93,7 +94,7 @@ def build_blocks(rows: Sequence[Row], seps: Sequence[Separator], h: float, p: La
         if home is not None and _between(rows[index[id(home.rows[-1])] + 1:k], home.rows[-1], row, seps):
             home = None  # another row lies in the space between, on this side of any gutter
         if home is not None and any(_x_overlap(home.rows[-1].box, mate.box) > p.x_overlap * mate.height
-                                    for mate in _mates(rows, k)):
+                                    for mate in _mates(rows, k, p)):
             home = None  # the row above runs over other rows level with this one: it spans columns
         if home is not None and joins(home, row, p) and _same_columns(home.rows[-1], row, seps, h, p):
             home.add(row)
@@ -107,12 +108,12 @@ def build_blocks(rows: Sequence[Row], seps: Sequence[Separator], h: float, p: La
 def _home(blocks: list[Block], row: Row, h: float, p: LayoutParams) -> Block | None:
     """The block whose last row is the nearest above `row` in its extent, if no other is as near."""
     above = [b for b in blocks if _x_overlap(b.rows[-1].box, row.box) > p.x_overlap * row.height
-             and _core_bottom(b.rows[-1]) <= core_top(row) + 0.25 * row.height]
+             and _core_bottom(b.rows[-1]) <= core_top(row) + p.row_touch * row.height]
     if not above:
         return None
     near = max(above, key=lambda b: _core_bottom(b.rows[-1]))
     rivals = [b for b in above if b is not near
-              and _core_bottom(b.rows[-1]) >= _core_bottom(near.rows[-1]) - 0.5 * row.height]
+              and _core_bottom(b.rows[-1]) >= _core_bottom(near.rows[-1]) - p.row_level * row.height]
     return None if rivals else near
 
 
@@ -125,13 +126,13 @@ def _between(others: Sequence[Row], upper: Row, row: Row, seps: Sequence[Separat
                and not any(s.between(o.box, row.box) or s.between(row.box, o.box) for s in seps) for o in others)
 
 
-def _mates(rows: Sequence[Row], k: int) -> list[Row]:
+def _mates(rows: Sequence[Row], k: int, p: LayoutParams) -> list[Row]:
     """The other rows level with rows[k] (rows are sorted by their tops)."""
     row = rows[k]
     out = []
     for step in (-1, 1):
         j = k + step
-        while 0 <= j < len(rows) and abs(core_top(rows[j]) - core_top(row)) <= 0.5 * row.height:
+        while 0 <= j < len(rows) and abs(core_top(rows[j]) - core_top(row)) <= p.row_level * row.height:
             out.append(rows[j])
             j += step
     return out
@@ -145,8 +146,8 @@ def joins(block: Block, row: Row, p: LayoutParams) -> bool:
     size = max(last.height, row.height)
     if size > p.block_size_ratio * min(last.height, row.height):
         return False
-    if core_top(row) - _core_bottom(last) > p.block_leading * size + 0.5 * size:
-        return False  # (cores: the middle half of each box, so a quarter of each box is added back)
+    if core_top(row) - _core_bottom(last) > (p.block_leading + CORE_MARGINS) * size:
+        return False
     x0, _, x1, _ = block.box
     if len(block.rows) >= 2:
         slack = p.block_overhang * size

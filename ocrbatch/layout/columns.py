@@ -99,8 +99,8 @@ def cut_merged(lines: Sequence[TextLine], seps: list[Separator], h: float,
                 edge = sep.y0 if step < 0 else sep.y1
                 near = [l for l in lines if l.box[0] <= x0 + h and l.box[2] >= x1 - 2 * h and l.box[2] <= x1 + 2 * h
                         and 0 <= step * ((l.box[1] + l.box[3]) / 2 - edge) <= p.merged_reach * h
-                        and len(l.text.split()) >= 6 and l.height <= p.title_type * h]
-                if not near or _paragraph_across(near[0], lines, h, sep.x0) or _runs_on(near[0], lines, step, sep, h):
+                        and len(l.text.split()) >= p.merged_words and l.height <= p.title_type * h]
+                if not near or _paragraph_across(near[0], lines, h, sep.x0) or _runs_on(near[0], lines, step, sep, h, p):
                     break
                 line = near[0]
                 head, tail = _cut_text(line, sep.x0, sep.x1)
@@ -113,7 +113,8 @@ def cut_merged(lines: Sequence[TextLine], seps: list[Separator], h: float,
     return lines, seps
 
 
-def _runs_on(line: TextLine, lines: Sequence[TextLine], step: int, sep: Separator, h: float) -> bool:
+def _runs_on(line: TextLine, lines: Sequence[TextLine], step: int, sep: Separator, h: float,
+             p: LayoutParams) -> bool:
     """Whether the lines of `line`'s extent, one after the next away from the separator, end on a
     line that starts where they do and runs on past the gutter, short of their end: lines of one
     paragraph set across the columns, its last (first) line shorter."""
@@ -121,7 +122,7 @@ def _runs_on(line: TextLine, lines: Sequence[TextLine], step: int, sep: Separato
     cur = line
     while True:
         cy = (cur.box[1] + cur.box[3]) / 2
-        nxt = [l for l in lines if l is not cur and 0 < step * ((l.box[1] + l.box[3]) / 2 - cy) <= 1.6 * h
+        nxt = [l for l in lines if l is not cur and 0 < step * ((l.box[1] + l.box[3]) / 2 - cy) <= p.next_row * h
                and abs(l.box[0] - x0) <= 2 * h]
         if not nxt:
             return False
@@ -130,13 +131,15 @@ def _runs_on(line: TextLine, lines: Sequence[TextLine], step: int, sep: Separato
             return sep.x1 + h < cur.box[2] < x1 - 2 * h
 
 
-def drop_ornaments(lines: Sequence[TextLine], seps: Sequence[Separator], h: float) -> list[TextLine]:
+def drop_ornaments(lines: Sequence[TextLine], seps: Sequence[Separator], h: float,
+                   p: LayoutParams) -> list[TextLine]:
     """`lines` less the ornaments down a gutter: a rule of dots or circles, a dingbat between the
     columns, read as "o", "0" or "•" (one or two such characters inside a separator's strip; a short
     word there, "to" or "or", is text and stays)."""
     def ornament(l: TextLine) -> bool:
         return bool(_ORNAMENT.fullmatch(l.text.strip())) and any(
-            l.box[0] >= s.x0 - 0.5 * h and l.box[2] <= s.x1 + 0.5 * h and _reach(s, l.box) for s in seps)
+            l.box[0] >= s.x0 - p.seam_overlap * h and l.box[2] <= s.x1 + p.seam_overlap * h and _reach(s, l.box)
+            for s in seps)
     return [l for l in lines if not ornament(l)]
 
 
@@ -211,7 +214,7 @@ def _strips(x: float, members: list[TextLine], inks: Sequence[TextLine], h: floa
     than `slack`: over a narrow gutter a left column's line may end a little past it; over a wide one
     no line may) and enough of its lines start."""
     slack = p.seam_overlap * h if slack is None else slack
-    blocked = sorted(core(l) for l in inks if l.box[0] < x - 0.05 * h and l.box[2] > x + slack)
+    blocked = sorted(core(l) for l in inks if l.box[0] < x - p.tab_clearance * h and l.box[2] > x + slack)
     runs, top = [], float("-inf")
     for c0, c1 in blocked + [(float("inf"), float("inf"))]:
         if c0 > top:
@@ -222,7 +225,7 @@ def _strips(x: float, members: list[TextLine], inks: Sequence[TextLine], h: floa
         if len(right) < p.tab_min_lines - 1:
             continue
         reach = _reach_left(right, inks, h, p)
-        left = [l for l in inks if x - reach <= l.box[2] <= x + slack and l.box[0] < x - 0.05 * h
+        left = [l for l in inks if x - reach <= l.box[2] <= x + slack and l.box[0] < x - p.tab_clearance * h
                 and not _ORNAMENT.fullmatch(l.text.strip()) and r0 <= core(l)[0] and core(l)[1] <= r1]
         if len(right) < p.tab_min_lines:  # a short column: the white strip runs on down a column beside it
             y0, y1 = min(m.box[1] for m in right), max(l.box[3] for l in right + left)
@@ -242,10 +245,10 @@ def _strips(x: float, members: list[TextLine], inks: Sequence[TextLine], h: floa
         # hug it within that stretch (a column's lines that end at the gutter, indented lines that
         # start just after it), not past the columns' ends
         hug = [l for l in inks if r0 <= core(l)[0] and core(l)[1] <= r1 and (
-            l.box[0] < x - 0.05 * h and edges[len(edges) // 2] - p.hug * h <= l.box[2] <= x + slack
+            l.box[0] < x - p.tab_clearance * h and edges[len(edges) // 2] - p.hug * h <= l.box[2] <= x + slack
             or x - slack <= l.box[0] <= x + p.hug * h)]
         y0, y1 = min([y0] + [l.box[1] for l in hug]), max([y1] + [l.box[3] for l in hug])
-        if x - edges[min(len(edges) - 1, int(0.9 * len(edges)))] < p.gutter_min * h and not _seam(left, right, x, h, p):
+        if x - edges[min(len(edges) - 1, int(p.edge_quantile * len(edges)))] < p.gutter_min * h and not _seam(left, right, x, h, p):
             continue
         yield Separator(edges[len(edges) // 2], x, y0, y1, slack, f"tab stop at x={x:.0f}, {len(right)} lines"), left, right
 
@@ -258,14 +261,14 @@ def _reach_left(right: list[TextLine], inks: Sequence[TextLine], h: float, p: La
         ends = [l.box[2] for l in inks if l.box[2] <= r.box[0] and _same_row(l, r, p)]
         if ends:
             gaps_.append(r.box[0] - max(ends))
-    wide = 1.25 * median(gaps_) if gaps_ else 0.0
+    wide = p.gap_reach * median(gaps_) if gaps_ else 0.0
     return min(p.gutter_reach_max * h, max(p.gutter_reach * h, wide))
 
 
 def _prose(pieces: list[TextLine], h: float, p: LayoutParams) -> bool:
     """Lines of running text: most several words long and wide."""
     return sum(1 for l in pieces if len(l.text.split()) >= p.prose_words and l.box[2] - l.box[0] >= p.prose_width * h) \
-        >= 0.5 * len(pieces)
+        >= p.prose_share * len(pieces)
 
 
 def _seam(left: list[TextLine], right: list[TextLine], x: float, h: float, p: LayoutParams) -> bool:
@@ -282,7 +285,7 @@ def _same_row(a: TextLine, b: TextLine, p: LayoutParams) -> bool:
     # (words of one row are set in one size; figures and capitals lack the descenders of words, and a
     # bullet is smaller still)
     marker = min(len(a.text.strip()), len(b.text.strip())) <= p.marker_chars
-    return abs((a.box[1] + a.box[3]) / 2 - (b.box[1] + b.box[3]) / 2) <= 0.3 * max(ha, hb) \
+    return abs((a.box[1] + a.box[3]) / 2 - (b.box[1] + b.box[3]) / 2) <= p.row_centre * max(ha, hb) \
         and max(ha, hb) <= (p.marker_size_ratio if marker else p.row_size_ratio) * min(ha, hb)
 
 
@@ -299,7 +302,7 @@ def _cell_gap(left: list[TextLine], right: list[TextLine], inks: Sequence[TextLi
     if len({id(l) for l, _ in pairs}) < p.cell_pairing * len(left) or _widest(pairs, inks, p) >= p.gutter_ratio:
         return False  # (a gap much wider than the row's others: a card's gutter between its columns of pairs)
     widths = sorted((l.box[2] - l.box[0]) / max(1.0, l.height) for l in left)
-    if widths[int(0.8 * (len(widths) - 1))] >= p.cell_short \
+    if widths[int(p.edge_quantile * (len(widths) - 1))] >= p.cell_short \
             or median(len(l.text.split()) for l in left) >= p.cell_words:
         return False  # lines of prose on the left: two columns whose lines share their baselines
     return True
@@ -323,10 +326,14 @@ def _widest(pairs: list[tuple[TextLine, TextLine]], inks: Sequence[TextLine], p:
     return median(ratios) if ratios else 0.0
 
 
+WORD_LETTERS = 3  # a word has at least this many letters ...
+WORDY_SHARE = 0.5  # ... and a piece of words is at least this share letters (amounts, dates, codes are not)
+
+
 def _wordy(text: str) -> bool:
     """Mostly letters, with a word of three or more: not an amount, a figure, a date, a tax code."""
-    return any(sum(1 for c in w if c.isalpha()) >= 3 for w in text.split()) and \
-        sum(1 for c in text if c.isalpha()) >= 0.5 * sum(1 for c in text if not c.isspace())
+    return any(sum(1 for c in w if c.isalpha()) >= WORD_LETTERS for w in text.split()) and \
+        sum(1 for c in text if c.isalpha()) >= WORDY_SHARE * sum(1 for c in text if not c.isspace())
 
 
 def _same(a: Separator, b: Separator, h: float) -> bool:

@@ -131,44 +131,57 @@ def _split_columns(line: TextLine, lines: list[TextLine], h: float) -> list[Text
     # the leftmost gutter is cut first and the rest of the line is looked at again.
     # (a paragraph's last line may end a word or two into the last column)
     starts = sorted(l.box[0] for l in near if x0 + 6 * h <= l.box[0] <= x1 - (6 if ends_at_edge else 2) * h)
-
-    def c(l: TextLine) -> float:
-        return (l.box[1] + l.box[3]) / 2
-
     for s0 in starts:
-        # column lines on both sides, wide (not a word the detector boxed apart); the left ones start at
-        # the line's left edge or a paragraph indent past it
-        right = [l for l in near if abs(l.box[0] - s0) <= h and l.box[2] - l.box[0] >= 6 * h]
-        left = [l for l in near if s0 - 3 * h <= l.box[2] <= s0 + h and -2 * h <= l.box[0] - x0 <= 2 * h
-                and l.box[2] - l.box[0] >= 6 * h]
-        if len(right) < 3 or len(left) < 3 or not (_touching(left, line, h) and _touching(right, line, h)):
+        cut = _gutter_at(line, s0, near, lines, ends_at_edge, h)
+        if cut is None:
             continue
-        # (seen above and below it, or in the row just above it at the usual leading: the columns'
-        # last row, not a full-width paragraph's last line, which follows a full-width line)
-        if not ends_at_edge and not all(any(c(l) < cy for l in side) and any(c(l) > cy for l in side)
-                                        for side in (left, right)) \
-                and not all(any(0 < cy - c(l) <= 1.6 * h for l in side) for side in (left, right)):
-            continue
-        a = _quantile([l.box[2] for l in left], 0.9)
-        b = _quantile([l.box[0] for l in right], 0.1)
-        # padded boxes of the two columns may overlap a little across a narrow gutter; a line across
-        # the strip (a title, a wide equation) keeps it whole, unless it is another line merged the
-        # same way (the detector often runs a whole stretch of both columns' lines together)
-        # (the last line of a full-width paragraph reaching past the gutter shows there is none)
-        # (a short byline, or a title in larger type, centred over the columns a few lines off is
-        # no such line)
-        if not -h <= b - a <= 3 * h or any(l.box[0] < min(a, b) - h and l.box[2] > max(a, b) + h
-                                           and not (abs(l.box[0] - x0) <= h and abs(l.box[2] - x1) <= h)
-                                           and (l.box[2] - l.box[0] >= 0.5 * (x1 - x0) and l.height <= 1.3 * h
-                                                or abs(c(l) - cy) <= h)
-                                           for l in near) or _paragraph_across(line, lines, h, a):
-            continue
+        a, b = cut
         head, tail = _cut_text(line, a, b)
         if len(head.split()) < 3 or len(tail.split()) < (3 if ends_at_edge else 2):
             continue
         return [TextLine(head, (x0, y0, a, y1), line.score)] + \
             _split_columns(TextLine(tail, (b, y0, x1, y1), line.score), lines, h)
     return [line]
+
+
+def _gutter_at(line: TextLine, s0: float, near: list[TextLine], lines: list[TextLine], ends_at_edge: bool,
+               h: float) -> tuple[float, float] | None:
+    """(a, b): the gutter inside `line` before a column starting at s0, shown by the lines around it,
+    or None."""
+    x0, y0, x1, y1 = line.box
+    cy = (y0 + y1) / 2
+
+    def c(l: TextLine) -> float:
+        return (l.box[1] + l.box[3]) / 2
+
+    # column lines on both sides, wide (not a word the detector boxed apart); the left ones start at
+    # the line's left edge or a paragraph indent past it
+    right = [l for l in near if abs(l.box[0] - s0) <= h and l.box[2] - l.box[0] >= 6 * h]
+    left = [l for l in near if s0 - 3 * h <= l.box[2] <= s0 + h and -2 * h <= l.box[0] - x0 <= 2 * h
+            and l.box[2] - l.box[0] >= 6 * h]
+    if len(right) < 3 or len(left) < 3 or not (_touching(left, line, h) and _touching(right, line, h)):
+        return None
+    # (seen above and below it, or in the row just above it at the usual leading: the columns'
+    # last row, not a full-width paragraph's last line, which follows a full-width line)
+    if not ends_at_edge and not all(any(c(l) < cy for l in side) and any(c(l) > cy for l in side)
+                                    for side in (left, right)) \
+            and not all(any(0 < cy - c(l) <= 1.6 * h for l in side) for side in (left, right)):
+        return None
+    a = _quantile([l.box[2] for l in left], 0.9)
+    b = _quantile([l.box[0] for l in right], 0.1)
+    # padded boxes of the two columns may overlap a little across a narrow gutter; a line across
+    # the strip (a title, a wide equation) keeps it whole, unless it is another line merged the
+    # same way (the detector often runs a whole stretch of both columns' lines together)
+    # (the last line of a full-width paragraph reaching past the gutter shows there is none)
+    # (a short byline, or a title in larger type, centred over the columns a few lines off is
+    # no such line)
+    if not -h <= b - a <= 3 * h or any(l.box[0] < min(a, b) - h and l.box[2] > max(a, b) + h
+                                       and not (abs(l.box[0] - x0) <= h and abs(l.box[2] - x1) <= h)
+                                       and (l.box[2] - l.box[0] >= 0.5 * (x1 - x0) and l.height <= 1.3 * h
+                                            or abs(c(l) - cy) <= h)
+                                       for l in near) or _paragraph_across(line, lines, h, a):
+        return None
+    return a, b
 
 
 def _paragraph_across(line: TextLine, lines: list[TextLine], h: float, a: float) -> bool:

@@ -84,7 +84,7 @@ def _region_blocks(page: PageLayout, region: list[TextLine], several: bool, runn
     grid = grid_separators(region, h, p)
     seps = [s for s in find_separators(region, h, p) if not _in_grid(s, grid)] + grid
     region, seps = cut_merged(region, seps, h, p)
-    region = drop_ornaments(region, seps, h)
+    region = drop_ornaments(region, seps, h, p)
     page.separators += seps
     tag = len(page.regions)
     page.regions.append(_box(region))
@@ -96,10 +96,13 @@ def _region_blocks(page: PageLayout, region: list[TextLine], several: bool, runn
     return out_head + order_blocks(blocks, seps, h, p) + out_foot
 
 
+GRID_SHARE = 0.5  # a tab stop's separator lying this share within a grid's tier is the grid's
+
+
 def _in_grid(sep: Separator, grid: list[Separator]) -> bool:
     """Whether a tab stop's separator lies mostly within the rows of a grid of centred blocks (whose
     ragged left edges may line up by chance)."""
-    return any(min(sep.y1, g.y1) - max(sep.y0, g.y0) > 0.5 * (sep.y1 - sep.y0) for g in grid)
+    return any(min(sep.y1, g.y1) - max(sep.y0, g.y0) > GRID_SHARE * (sep.y1 - sep.y0) for g in grid)
 
 
 def _box(lines: Sequence[TextLine]) -> tuple:

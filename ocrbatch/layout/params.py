@@ -20,17 +20,22 @@ class LayoutParams:
     # -- columns: separators from whitespace and tab stops (Breuel 2002; Smith 2009) -------------------
     tab_tolerance: float = 0.35  # pieces whose left ink edges agree within this start at one tab stop
     tab_min_lines: int = 3  # a tab stop needs this many pieces starting at it, one under the other
+    tab_clearance: float = 0.05  # a piece starting this far left of a tab stop runs across it
+    edge_quantile: float = 0.8  # the share of a column's line ends (widths) that tell its edge (width)
     gutter_min: float = 0.25  # narrowest white strip left of a tab stop that can part two columns
     seam_overlap: float = 0.5  # a left column's piece may end this far past the tab stop (padded boxes touching)
     hug: float = 3.0  # lines ending this near a separator's left edge, or starting this near its tab stop, hug it
+    merged_words: int = 6  # a line run across a gutter holds at least this many words
+    next_row: float = 1.6  # the next row of text lies this near (centre to centre)
     merged_reach: float = 1.6  # a line run across a gutter this near (centre to edge) where its separator stops is cut
     gutter_reach: float = 8.0  # a piece ending within this of the strip borders it on the left ...
+    gap_reach: float = 1.25  # ... (that gap, this many times the median gap left of the stop's lines) ...
     gutter_reach_max: float = 20.0  # ... or within the usual gap left of the tab stop's lines, up to this
     gutter_min_left: int = 2  # pieces that must border a separator on its left
     section_break: float = 2.0  # a white stretch this tall down one side of a separator breaks its column ...
     section_level: float = 0.6  # ... and level with one on the other side (within this), around a title, ends a section
     title_apart: float = 0.8  # ... a title standing this far (core to core) from the lines above and below it
-    row_overlap: float = 0.5  # pieces sharing this share of the smaller height lie on one row
+    row_centre: float = 0.3  # pieces whose centres are this near (in the taller's height) lie on one row
     cell_pairing: float = 0.7  # a strip whose bordering pieces pair up row by row on both sides this often ...
     cell_short: float = 12.0  # ... and whose left pieces are nearly all narrower than this (in their own line height) ...
     cell_words: int = 4  # ... and hold fewer words than this: a gap between a table's cells
@@ -50,6 +55,8 @@ class LayoutParams:
     # -- blocks: rows joined into blocks by type size, leading and alignment (poppler) ------------------
     row_size_ratio: float = 1.6  # pieces on one row whose heights differ more are apart (a title beside body text;
     # figures and capitals lack the descenders of words, so their boxes are lower)
+    row_touch: float = 0.25  # a block's last row may reach this far (in the row's height) into the next one
+    row_level: float = 0.5  # rows whose tops are this near (in the row's height) are level
     block_leading: float = 1.0  # largest white space between two rows of a block, in the local line height
     block_size_ratio: float = 1.3  # rows of one block differ in line height by at most this factor
     block_indent: float = 2.5  # a row may start this far left or right of its block's edge (indents, lists)
@@ -63,6 +70,7 @@ class LayoutParams:
     page_min_lines: int = 8  # a page of a sheet holds at least this many lines, mostly of prose
     prose_words: int = 4  # a line of prose has at least this many words ...
     prose_width: float = 6.0  # ... and is at least this wide
+    prose_share: float = 0.5  # running text has at least this share of such lines
 
     # -- furniture: running heads and feet, page numbers ------------------------------------------------
     margin_share: float = 0.15  # a running head (foot) lies in this top (bottom) share of the page

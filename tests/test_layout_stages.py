@@ -74,7 +74,18 @@ def test_columns_stage_finds_the_gutter_of_two_columns_and_not_the_gaps_of_a_tab
 def test_columns_stage_never_parts_numbers_or_bullets_from_their_lines():
     numbered = [line(str(i + 1), 100, 200 + i * LEAD, w=20) for i in range(8)] + column("t", 150, 200, 8)
     bullets = [line("•", 100, 200 + i * LEAD + 6, w=10, h=14) for i in range(6)] + column("b", 130, 200, 6)
+    raised = [line("*", 100, 200 + i * LEAD - 2, w=10, h=10) for i in range(6)] + column("s", 130, 200, 6)
     assert find_separators(numbered, H, P) == [] and find_separators(bullets, H, P) == []
+    assert find_separators(raised, H, P) == []  # (markers set high, off their lines' middles)
+
+
+def test_columns_stage_never_parts_a_column_of_amounts_from_its_items():
+    # A receipt: each item's name on one line, its quantity and amounts on the next, to the right.
+    lines = []
+    for i, name in enumerate(("Teh Tarik", "Roti Canai", "Nasi Lemak", "Take Away")):
+        lines += [line(name, 60, 300 + 100 * i, w=160), line(f"{i + 1} x 2.10 2.10 SR", 400, 350 + 100 * i, w=300)]
+    md = lines_to_markdown(lines, 932, 1742)
+    assert in_order(md, ["Teh Tarik", "1 x", "Roti Canai", "2 x", "Nasi Lemak", "3 x", "Take Away", "4 x"]), md
 
 
 def test_columns_stage_ends_a_separator_at_a_title_between_balanced_sections():
@@ -93,6 +104,48 @@ def test_columns_stage_cuts_lines_run_across_the_gutter_where_the_separator_stop
     seps = find_separators(lines, H, P)
     cut, seps = cut_merged(lines, seps, H, P)
     assert not any(l.box[2] - l.box[0] > 600 for l in cut) and seps[0].y0 <= 200
+
+
+def test_columns_stage_parts_a_cards_columns_of_short_pairs_at_their_wider_gutter():
+    # Pairs of a term and a two-word description, three columns of them: the gaps within the pairs
+    # are narrower than the gutters between the columns.
+    lines = []
+    for c in range(3):
+        for r in range(6):
+            term = ("open", "save", "close", "print", "undo", "find")[r]
+            lines += [line(f"{term}{c}", 60 + 560 * c, 200 + r * 44, w=80),
+                      line(f"does {term}{c}", 60 + 560 * c + 200, 200 + r * 44, w=130)]
+    md = lines_to_markdown(lines, 1754, 1240)
+    assert "|" not in md and in_order(md, ["open0", "find0", "open1", "find1", "open2"]), md
+
+
+def test_columns_stage_runs_a_separator_up_beside_a_columns_indented_first_lines():
+    # The right column opens with two lines indented (an item carried over from the column before):
+    # they start after its tab stop, yet lie beside the left column's first lines, apart from them.
+    lines = column("l", 100, 200, 10)
+    lines += [line(f"r{i} carried over item of the right column goes on", 660, 200 + i * LEAD, w=400) for i in range(2)]
+    lines += [line(f"r{i} words of running prose set in this column go on", 600, 200 + i * LEAD, w=460)
+              for i in range(2, 10)]
+    md = lines_to_markdown(lines, 1240, 1750)
+    assert in_order(md, ["l0 ", "l9 ", "r0 ", "r1 ", "r9 "]), md
+
+
+def test_columns_stage_lets_no_line_cross_a_wide_gutter():
+    # Two ragged columns a wide gutter apart, then a sentence that ends a little past where the right
+    # column starts, then a table: the sentence ends the columns, the table stays whole.
+    lines = [line(f"left{i} column line", 150, 250 + i * 29, w=320 + 5 * i) for i in range(4)]
+    lines += [line(f"right{i} column line", 667, 250 + i * 29, w=320 - 5 * i) for i in range(4)]
+    lines.append(line("The table below lists the animals we counted on the farm.", 150, 464, w=530))
+    cells = [("Animal", "Description", "Price"), ("Gnat", "per gram", "13.65"), ("Gnu", "stuffed", "92.50")]
+    lines += [line(t, x, 526 + 29 * r) for r, row in enumerate(cells) for t, x in zip(row, (312, 542, 771))]
+    md = lines_to_markdown(lines, 1275, 1650)
+    assert "| Gnat | per gram | 13.65 |" in md and in_order(md, ["left3", "right0", "The table"]), md
+
+
+def test_columns_stage_finds_a_short_column_of_two_lines_beside_a_long_one():
+    lines = column("l", 100, 200, 12) + column("r", 620, 200, 2)
+    md = lines_to_markdown(lines, 1240, 1750)
+    assert in_order(md, ["l0 ", "l11 ", "r0 ", "r1 "]), md
 
 
 def test_columns_stage_drops_a_rule_of_circles_down_the_gutter():
@@ -120,6 +173,20 @@ def test_blocks_stage_joins_a_paragraph_and_parts_a_title_and_a_sidebar():
     assert sorted(len(b.rows) for b in blocks) == [1, 5, 6]
 
 
+def test_blocks_stage_keeps_a_large_title_off_the_row_of_body_text_beside_it():
+    lines = [line("Big Title", 100, 200, w=300, h=60), line("a caption in body type beside it", 700, 216, w=360)]
+    md = lines_to_markdown(lines, 1240, 1750)
+    assert not any("Big Title" in l and "caption" in l for l in md.splitlines()), md
+
+
+def test_blocks_stage_starts_no_column_under_a_banner_across_the_columns():
+    banner = [line("A boxed banner across them", 110, 176, w=1000)]
+    lines = banner + column("a", 100, 206, 8, width=320) + column("b", 460, 206, 8, width=320) \
+        + column("c", 820, 206, 8, width=320)
+    page = layout_page(lines, 1240, 1750)
+    assert [b.rows[0].text[:2] for b in page.blocks] == ["A ", "a0", "b0", "c0"]
+
+
 def test_blocks_stage_marks_a_charts_labels_as_a_figure():
     labels = [line(str(v), 100, 200 + 30 * i, w=30) for i, v in enumerate((80, 60, 40, 20, 0))]
     blocks = build_blocks(rows_of(labels, [], P), [], H, P)
@@ -134,6 +201,24 @@ def test_order_stage_reads_columns_in_turn_and_a_grid_row_by_row():
     grid = [line(f"g{r}{c}", 100 + 300 * c, 200 + 90 * r, w=120) for r in range(2) for c in range(3)]
     ordered = order_blocks(build_blocks(rows_of(grid, [], P), [], H, P), [], H, P)
     assert [b.rows[0].text for b in ordered] == ["g00 g01 g02", "g10 g11 g12"]
+
+
+def test_order_stage_reads_blocks_side_by_side_left_first_without_a_separator():
+    side = [line(f"note {i}", 100, 212 + 20 * i, w=150, h=14) for i in range(3)]
+    body = column("b", 400, 210, 5)
+    blocks = build_blocks(rows_of(side + body, [], P), [], H, P)
+    assert [b.rows[0].text[:4] for b in order_blocks(blocks, [], H, P)] == ["note", "b0 w"]
+
+
+def test_tables_stage_needs_evidence_beyond_aligned_columns_of_prose():
+    from ocrbatch.layout.geometry import Row
+    from ocrbatch.layout.tables import find_tables
+
+    rows = [Row([line(f"c{k} line {r} of running prose in three columns", 100 + 380 * k, 200 + r * LEAD, w=340)
+                 for k in range(3)]) for r in range(6)]
+    table = [Row([line(t, 100 + 380 * k, 500 + r * LEAD, w=60) for k, t in enumerate((f"r{r}", "yes", "3.50"))])
+             for r in range(4)]
+    assert find_tables(rows, H) == [] and len(find_tables(table, H)) == 1
 
 
 def test_layout_page_gives_blocks_in_reading_order_with_what_set_them_apart():
@@ -224,3 +309,18 @@ def test_slide_bullets_stay_with_their_items():
         lines += [line("•", 75, 190 + 60 * i + 6, w=14, h=14), line(f"item {i} of the slide", 100, 184 + 60 * i, w=500)]
     md = lines_to_markdown(lines, 756, 567)
     assert all(f"item {i} of the slide" in md for i in range(4)) and in_order(md, [f"item {i}" for i in range(4)]), md
+
+
+def test_the_first_rows_of_two_columns_run_together_under_a_full_width_paragraph_are_cut_back():
+    # A report page: an introduction across the page, the columns' headings, then two columns whose
+    # first two rows the detector boxed as one line each. The introduction keeps the lines stage from
+    # cutting them (a line across the strip nearby); the columns stage cuts them where its separator
+    # stops, so each column is read whole.
+    lines = [line(f"Intro{i} runs across the whole page as one paragraph of the report here", 100, 100 + i * LEAD,
+                  w=960 if i == 0 else 620) for i in range(2)]
+    lines += [line("Summary", 100, 180, w=110, h=30), line("Next steps", 600, 180, w=140, h=30)]
+    left, right = column("l", 100, 230, 12), column("r", 600, 230, 12)
+    lines += [TextLine(f"{a.text} {b.text}", (100, a.box[1], 1060, a.box[3])) for a, b in zip(left[:2], right[:2])]
+    lines += left[2:] + right[2:]
+    md = lines_to_markdown(lines, 1240, 1750)
+    assert in_order(md, ["l0 ", "l1 ", "l11 ", "r0 ", "r1 ", "r11 "]), md

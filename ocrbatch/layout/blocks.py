@@ -91,7 +91,7 @@ def build_blocks(rows: Sequence[Row], seps: Sequence[Separator], h: float, p: La
     index = {id(r): k for k, r in enumerate(rows)}
     for k, row in enumerate(rows):
         home = _home(blocks, row, h, p)
-        if home is not None and _between(rows[index[id(home.rows[-1])] + 1:k], home.rows[-1], row, seps):
+        if home is not None and _between(rows[index[id(home.rows[-1])] + 1:k], home, row, seps, p):
             home = None  # another row lies in the space between, on this side of any gutter
         if home is not None and any(_x_overlap(home.rows[-1].box, mate.box) > p.x_overlap * mate.height
                                     for mate in _mates(rows, k, p)):
@@ -117,12 +117,12 @@ def _home(blocks: list[Block], row: Row, h: float, p: LayoutParams) -> Block | N
     return None if rivals else near
 
 
-def _between(others: Sequence[Row], upper: Row, row: Row, seps: Sequence[Separator]) -> bool:
-    """Whether one of `others` lies in the white space between `upper` and `row` (the rows of a
-    receipt: an item's name, its amounts on the next line to the right, the next name), and no
-    separator parts it from them."""
-    top, bottom = _core_bottom(upper), core_top(row)
-    return any(top <= core_top(o) and _core_bottom(o) <= bottom
+def _between(others: Sequence[Row], block: Block, row: Row, seps: Sequence[Separator], p: LayoutParams) -> bool:
+    """Whether one of `others`, in the same type, lies in the white space between `block`'s last row
+    and `row` (the rows of a receipt: an item's name, its amounts on the next line to the right, the
+    next name; not a sidebar's smaller lines beside a paragraph), and no separator parts it from them."""
+    top, bottom = _core_bottom(block.rows[-1]), core_top(row)
+    return any(top <= core_top(o) and _core_bottom(o) <= bottom and o.height * p.block_size_ratio >= row.height
                and not any(s.between(o.box, row.box) or s.between(row.box, o.box) for s in seps) for o in others)
 
 

@@ -74,7 +74,7 @@ def test_columns_stage_finds_the_gutter_of_two_columns_and_not_the_gaps_of_a_tab
 def test_columns_stage_never_parts_numbers_or_bullets_from_their_lines():
     numbered = [line(str(i + 1), 100, 200 + i * LEAD, w=20) for i in range(8)] + column("t", 150, 200, 8)
     bullets = [line("•", 100, 200 + i * LEAD + 6, w=10, h=14) for i in range(6)] + column("b", 130, 200, 6)
-    raised = [line("*", 100, 200 + i * LEAD - 2, w=10, h=10) for i in range(6)] + column("s", 130, 200, 6)
+    raised = [line(f"{i})", 100, 200 + i * LEAD - 2, w=14, h=10) for i in range(6)] + column("s", 130, 200, 6)
     assert find_separators(numbered, H, P) == [] and find_separators(bullets, H, P) == []
     assert find_separators(raised, H, P) == []  # (markers set high, off their lines' middles)
 
@@ -83,7 +83,7 @@ def test_columns_stage_never_parts_a_column_of_amounts_from_its_items():
     # A receipt: each item's name on one line, its quantity and amounts on the next, to the right.
     lines = []
     for i, name in enumerate(("Teh Tarik", "Roti Canai", "Nasi Lemak", "Take Away")):
-        lines += [line(name, 60, 300 + 100 * i, w=160), line(f"{i + 1} x 2.10 2.10 SR", 400, 350 + 100 * i, w=300)]
+        lines += [line(name, 60, 300 + 44 * i, w=160), line(f"{i + 1} x 2.10 2.10 SR", 400, 322 + 44 * i, w=300)]
     md = lines_to_markdown(lines, 932, 1742)
     assert in_order(md, ["Teh Tarik", "1 x", "Roti Canai", "2 x", "Nasi Lemak", "3 x", "Take Away", "4 x"]), md
 

@@ -242,10 +242,19 @@ def _strips(x: float, members: list[TextLine], inks: Sequence[TextLine], h: floa
             yield from _strips(x, right, [l for l in inks if r0 <= core(l)[0] and core(l)[1] <= r1], h, p, 0.0)
             continue
         # the strip is white from r0 to r1: the separator runs on up and down beside the lines that
-        # hug it within that stretch (a column's lines that end at the gutter, indented lines that
-        # start just after it), not past the columns' ends
-        hug = [l for l in inks if r0 <= core(l)[0] and core(l)[1] <= r1 and (
-            l.box[0] < x - p.tab_clearance * h and edges[len(edges) // 2] - p.hug * h <= l.box[2] <= x + slack
+        # hug it within that stretch (a column's lines that end at the gutter, from the column's edge;
+        # indented lines that start just after it), not past the columns' ends nor through a table
+        # set across the left column (rows whose first piece starts inside it)
+        edge = sorted(l.box[0] for l in left)[len(left) // 2] + p.hug * h
+        stretch = [l for l in inks if r0 <= core(l)[0] and core(l)[1] <= r1]
+        starts = [l for l in stretch if l.box[0] < x - p.tab_clearance * h]
+
+        def across(l: TextLine) -> bool:
+            row = [k.box[0] for k in starts if _same_row(l, k, p)]
+            return bool(row) and min(row) > edge
+
+        hug = [l for l in stretch if not across(l) and (
+            l.box[0] <= edge and edges[len(edges) // 2] - p.hug * h <= l.box[2] <= x + slack
             or x - slack <= l.box[0] <= x + p.hug * h)]
         y0, y1 = min([y0] + [l.box[1] for l in hug]), max([y1] + [l.box[3] for l in hug])
         if x - edges[min(len(edges) - 1, int(p.edge_quantile * len(edges)))] < p.gutter_min * h and not _seam(left, right, x, h, p):

@@ -53,12 +53,12 @@ def layout_page(lines: Sequence[TextLine], width: int, height: int, keep_furnitu
     head, foot = margin_bands(lines, h, height, p)
     taken = {id(l) for band in head + foot for l in band}
     body = [l for l in lines if id(l) not in taken]
-    page.blocks += [_furniture_block(band, "head", "furniture: running head", h, p) for band in head]
+    page.blocks += [_furniture_block(band, "head", "furniture: band at the top", h, p) for band in head]
     regions = page_regions(body, h, p) if body else []
     running = (running_keys(head), running_keys(foot))
     for region in regions:
         page.blocks += _region_blocks(page, region, len(regions) > 1, running, h, p)
-    page.blocks += [_furniture_block(band, "foot", "furniture: running foot", h, p) for band in foot]
+    page.blocks += [_furniture_block(band, "foot", "furniture: band at the foot", h, p) for band in foot]
     return page
 
 
@@ -79,8 +79,8 @@ def _region_blocks(page: PageLayout, region: list[TextLine], several: bool, runn
         if head or foot:
             taken = {id(l) for band in (head or [], foot or []) for l in band}
             region = [l for l in region if id(l) not in taken]
-            out_head = [_furniture_block(head, "head", "furniture: page head", h, p)] if head else []
-            out_foot = [_furniture_block(foot, "foot", "furniture: page foot", h, p)] if foot else []
+            out_head = [_furniture_block(head, "head", "furniture: a page's top band", h, p)] if head else []
+            out_foot = [_furniture_block(foot, "foot", "furniture: a page's foot band", h, p)] if foot else []
     grid = grid_separators(region, h, p)
     seps = [s for s in find_separators(region, h, p) if not _in_grid(s, grid)] + grid
     region, seps = cut_merged(region, seps, h, p)

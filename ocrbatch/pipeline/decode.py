@@ -62,7 +62,7 @@ class PdfCache:
 
 
 def text_layer_page(ref: PageRef, dpi: int, pdfs: PdfCache, mode: str,
-                    keep_furniture: bool = False, debug_layout: str | None = None) -> PageResult | None:
+                    keep_furniture: bool = False, debug_layout: "str | Path | None" = None) -> PageResult | None:
     """The page's Markdown from its PDF text layer (`--text-layer auto|only`), as a finished result;
     None when the page should be read by the engine instead. With `only`, a page without a usable
     layer is a failed result rather than None. Furniture is left out unless `keep_furniture`."""

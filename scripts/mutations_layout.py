@@ -17,6 +17,7 @@ class Mutation:  # the fields of mutation_check.Mutation (kept apart: that scrip
     new: str
     tests: tuple[str, ...]
     breaks: str
+    timeout: float | None = None
 
 
 TESTS = ("tests/test_layout_stages.py", "tests/test_layout.py", "tests/test_layout_furniture.py",

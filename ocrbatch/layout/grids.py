@@ -92,5 +92,5 @@ def _tiers(lines: Sequence[TextLine], h: float, p: LayoutParams) -> list[list[St
 def _parting(tier: list[Stack]) -> list[Separator]:
     y0 = min(l.box[1] for s in tier for l in s)
     y1 = max(l.box[3] for s in tier for l in s)
-    return [Separator(max(l.box[2] for l in a), min(l.box[0] for l in b), y0, y1, 0.0, "grid of centred blocks")
+    return [Separator(max(l.box[2] for l in a), min(l.box[0] for l in b), y0, y1, 0.0, "grid of centred blocks", True)
             for a, b in zip(tier, tier[1:])]

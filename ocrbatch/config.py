@@ -183,6 +183,9 @@ OPTIONS: tuple[Option, ...] = (
            "fewer words read right; unsure lines read again with small).", ENGINE_FLAG, choices=("small", "tiny")),
     Option("keep_furniture", "switch", False, "Keep running heads and feet, page numbers and margin stamps (left "
            "out by default; rapidocr and PDF text layers).", ENGINE_FLAG),
+    Option("debug_layout", "path", None, "Write a picture of each page's layout here: its blocks, their kinds and "
+           "reading order, and what set each apart (rapidocr and PDF text layers).", frozenset({RUN, ENGINE}),
+           metavar="DIR"),
     Option("devices", "text", "auto", "Where engines run: auto (every GPU for a GPU engine), cpu, 0,1 or cuda:0; "
            "one worker per device.", ENGINE_FLAG),
     Option("dpi", "int", 150, "Resolution for rendering PDF pages.", ENGINE_FLAG, least=36, most=1200),
@@ -311,6 +314,7 @@ class EngineOptions:
     schedule: str = _default("schedule")  # continuous: rows leave and join between decoding steps; static: batches
     model_size: str = _default("model_size")  # rapidocr: PP-OCRv6 small, or tiny (faster, below the accuracy goals)
     keep_furniture: bool = _default("keep_furniture")  # keep running heads and feet, page numbers, margin stamps
+    debug_layout: Path | None = _default("debug_layout")  # a folder: a picture of each page's layout
     # -- set by the pipeline (pipeline/service.py) or by benchmarks, not by users --
     min_new_tokens: int = 0  # benchmarks: equal to max_new_tokens, every page gets exactly that many
     buffer_pages: int = 0  # pages whose preprocessed inputs may wait in buffers at once; 0: the engine's default

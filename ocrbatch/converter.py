@@ -265,7 +265,7 @@ class Converter:
             try:
                 page = decode.prepare(svc.front, image) if image is not None else \
                     decode.read(ref, t.dpi, pdfs, t.text_layer, svc.front, t.max_pixels,
-                                t.engine_options.keep_furniture)
+                                t.engine_options.keep_furniture, t.engine_options.debug_layout)
                 if isinstance(page, PageResult):
                     reply.deliver(page)
                     return

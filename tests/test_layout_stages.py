@@ -133,8 +133,8 @@ def test_columns_stage_runs_a_separator_up_beside_a_columns_indented_first_lines
 def test_columns_stage_lets_no_line_cross_a_wide_gutter():
     # Two ragged columns a wide gutter apart, then a sentence that ends a little past where the right
     # column starts, then a table: the sentence ends the columns, the table stays whole.
-    lines = [line(f"left{i} column line", 150, 250 + i * 29, w=320 + 5 * i) for i in range(4)]
-    lines += [line(f"right{i} column line", 667, 250 + i * 29, w=320 - 5 * i) for i in range(4)]
+    lines = [line(f"left{i} line of a ragged column of prose", 150, 250 + i * 29, w=320 + 5 * i) for i in range(4)]
+    lines += [line(f"right{i} line of a ragged column of prose", 667, 250 + i * 29, w=320 - 5 * i) for i in range(4)]
     lines.append(line("The table below lists the animals we counted on the farm.", 150, 464, w=530))
     cells = [("Animal", "Description", "Price"), ("Gnat", "per gram", "13.65"), ("Gnu", "stuffed", "92.50")]
     lines += [line(t, x, 526 + 29 * r) for r, row in enumerate(cells) for t, x in zip(row, (312, 542, 771))]
@@ -301,6 +301,58 @@ def test_form_labels_are_read_top_to_bottom_with_their_values():
     lines += [line(f"value {i}", 520, 300 + 50 * i) for i in range(len(labels))]
     md = lines_to_markdown(lines, 1275, 1651)
     assert in_order(md, [f"{t} value {i}" for i, t in enumerate(labels)]), md
+
+
+# Label ... value pages (receipts, invoices, forms) as either detector boxes them: the small one often
+# takes the colon into the value's box (": USER", so the values start at staggered places), the tiny one
+# boxes the values alone, flush at one left edge, a tab stop down the page. Rows that pair one to one
+# are a key-value list however their values line up: never two columns.
+KEY_VALUES = {
+    "invoice": [("Doc No.", "CS00010344"), ("Cashier", "USER"), ("Salesperson", ""), ("Ref.", ""), ("Item", "Qty"),
+                ("Customer", "SUCI ALAM JAYA TRANSPORT"), ("Terms", ""), ("Currency", "RM")],
+    "form": [("Full name", "Mara Linden"), ("Date of birth", "3 May 1988"), ("Street and number", "12 Long Street"),
+             ("Town", "Riverside"), ("Telephone", ""), ("Email", "mara@example.org")],
+    "receipt": [("Total Sales (Excluding GST)", "96.00"), ("Discount", "0.00"), ("Total GST", "5.76"),
+                ("Rounding", "0.00"), ("Total Sales (Inclusive of GST)", "101.76"), ("Cash", "150.00"),
+                ("Change", "48.24")],
+}
+
+
+def key_value_page(rows, h: float, gap: float, colon: bool, labels_right: bool, values_right: bool) -> list[TextLine]:
+    """Labels from x=40 (or flush right against their values), values `gap` body heights after the
+    longest label (flush left, or flush right after the longest value), a row every 1.08 heights, the
+    values a little off their labels' rows as on a scan."""
+    char, lead = 0.42 * h, 1.08 * h
+    label_end = 40 + char * max(len(label) for label, _ in rows)
+    value_x = label_end + gap * h
+    value_end = value_x + char * max(len(value) + 2 for _, value in rows)
+    out = []
+    for i, (label, value) in enumerate(rows):
+        y = 300 + i * lead
+        x0 = label_end - char * len(label) if labels_right else 40
+        out.append(TextLine(label, (x0, y, x0 + char * len(label), y + h)))
+        if value:
+            text = f": {value}" if colon else value
+            w = char * len(text)
+            x0 = value_end - w if values_right else value_x - (2 * char if colon else 0)
+            dy = 0.03 * h * (i % 3)
+            out.append(TextLine(text, (x0, y + dy, x0 + w, y + h + dy)))
+    return out
+
+
+def test_label_value_rows_are_read_row_by_row_whatever_the_widths_alignments_and_boxes():
+    for kind, rows in KEY_VALUES.items():
+        for h in (26, 47):  # a page at 150 dpi, a receipt scanned at 300
+            for colon in (False, True):
+                for gap, labels_right, values_right in ((1.5, False, False), (6, False, False), (6, False, True),
+                                                        (1.0, True, False)):
+                    lines = key_value_page(rows, h, gap, colon, labels_right, values_right)
+                    md = lines_to_markdown(lines, int(36 * h), int(40 * h))
+                    said = [l for l in md.splitlines() if l.strip()]
+                    for label, value in rows:
+                        line_ = next((l for l in said if label in l), "")
+                        assert value in line_, (kind, h, colon, gap, labels_right, values_right, md)
+                    assert in_order(md, [label for label, _ in rows]), md
 
 
 def test_slide_bullets_stay_with_their_items():

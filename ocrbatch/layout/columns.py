@@ -71,8 +71,9 @@ def find_separators(lines: Sequence[TextLine], h: float, p: LayoutParams) -> lis
     found: list[Separator] = []
     for x, members in tab_stops(inks, h, p):
         for sep, left, right in _strips(x, members, inks, h, p):
-            if not _cell_gap(left, right, inks, p) and not any(_same(sep, f, h) for f in found):
-                found += _sections(sep, left, right, inks, h, p)
+            why = flows_apart(left, right, inks, h, p)
+            if why and not any(_same(sep, f, h) for f in found):
+                found += _sections(replace(sep, why=f"{sep.why}: {why}"), left, right, inks, h, p)
     return found
 
 
@@ -150,7 +151,8 @@ def _sections(sep: Separator, left: list[TextLine], right: list[TextLine], inks:
     columns above are read before the title, and the title before the columns below. Breaks level
     on both sides with nothing in them are paragraph breaks, and the columns run on past them."""
     out = [sep]
-    rcol = [l for l in inks if sep.x1 - sep.slack <= l.box[0] <= sep.x1 + p.hug * h]  # (indented lines too)
+    rcol = [l for l in inks if min(sep.x0, sep.x1 - sep.slack) < l.box[0] <= sep.x1 + p.hug * h]  # (indented lines,
+    # lines whose boxes start inside the gutter too)
     # the left column: from where the rows that border the strip start (a card's term, a line's start)
     start = min(min(k.box[0] for k in inks if k.box[2] <= l.box[2] and _same_row(k, l, p)) for l in left)
     lcol = [l for l in inks if start - p.hug * h <= l.box[0] < sep.x0 and l.box[2] <= sep.x1 + sep.slack]
@@ -192,7 +194,9 @@ def _breaks(pieces: list[TextLine], h: float, p: LayoutParams) -> list[tuple[flo
 
 def tab_stops(inks: Sequence[TextLine], h: float, p: LayoutParams) -> list[tuple[float, list[TextLine]]]:
     """(x, pieces starting there) for each x where at least `tab_min_lines` pieces start within
-    `tab_tolerance` of each other; x is the leftmost start."""
+    `tab_tolerance` of each other; x is the leftmost start of its lines of prose (of any of its pieces if
+    it has none), and a short piece starting more than `tab_lead` before that is none of its pieces (a
+    piece of an equation set across the columns does not move a column's edge)."""
     ordered = sorted((l for l in inks if not _ORNAMENT.fullmatch(l.text.strip())), key=lambda l: l.box[0])
     out: list[tuple[float, list[TextLine]]] = []
     i = 0
@@ -202,7 +206,8 @@ def tab_stops(inks: Sequence[TextLine], h: float, p: LayoutParams) -> list[tuple
         while j < len(ordered) and ordered[j].box[0] - x <= p.tab_tolerance * h:
             j += 1
         if j - i >= p.tab_min_lines - 1:  # (a short column of two lines counts, see `_strips`)
-            out.append((x, ordered[i:j]))
+            x = min((l.box[0] for l in ordered[i:j] if _prose([l], h, p)), default=x)
+            out.append((x, [l for l in ordered[i:j] if l.box[0] >= x - p.tab_lead * h]))
         i = j
     return out
 
@@ -214,7 +219,7 @@ def _strips(x: float, members: list[TextLine], inks: Sequence[TextLine], h: floa
     than `slack`: over a narrow gutter a left column's line may end a little past it; over a wide one
     no line may) and enough of its lines start."""
     slack = p.seam_overlap * h if slack is None else slack
-    blocked = sorted(core(l) for l in inks if l.box[0] < x - p.tab_clearance * h and l.box[2] > x + slack)
+    blocked = _crossing(x, members, inks, h, p, slack)
     runs, top = [], float("-inf")
     for c0, c1 in blocked + [(float("inf"), float("inf"))]:
         if c0 > top:
@@ -262,6 +267,27 @@ def _strips(x: float, members: list[TextLine], inks: Sequence[TextLine], h: floa
         yield Separator(edges[len(edges) // 2], x, y0, y1, slack, f"tab stop at x={x:.0f}, {len(right)} lines"), left, right
 
 
+def _crossing(x: float, members: list[TextLine], inks: Sequence[TextLine], h: float, p: LayoutParams,
+              slack: float) -> list[tuple[float, float]]:
+    """The spans (middle halves) of the pieces that run across the tab stop at `x`: starting left of it
+    (by more than `tab_clearance`) and ending past it (by more than `slack`). A line of prose that
+    starts inside the gutter, right of where the lines beside the stop's lines end, does not: it is a
+    line of the column whose box took in a mark before it (a dot of a rule down the gutter)."""
+    spans, inner, own = [], None, {id(m) for m in members}
+    for l in inks:
+        if id(l) in own or not (l.box[0] < x - p.tab_clearance * h and l.box[2] > x + slack):
+            continue
+        if _prose([l], h, p) and l.box[0] > x - p.gutter_reach_max * h:
+            if inner is None:
+                ends = [max(k.box[2] for k in row) for m in members
+                        if (row := [k for k in inks if k.box[2] <= m.box[0] and _same_row(k, m, p)])]
+                inner = float(median(ends)) if ends else x
+            if l.box[0] >= inner:
+                continue
+        spans.append(core(l))
+    return sorted(spans)
+
+
 def _reach_left(right: list[TextLine], inks: Sequence[TextLine], h: float, p: LayoutParams) -> float:
     """How far left of a tab stop a piece may end and still border its strip: `gutter_reach`, or more
     where the gap left of the stop's lines is wider (a wide gutter), up to `gutter_reach_max`."""
@@ -298,23 +324,74 @@ def _same_row(a: TextLine, b: TextLine, p: LayoutParams) -> bool:
         and max(ha, hb) <= (p.marker_size_ratio if marker else p.row_size_ratio) * min(ha, hb)
 
 
-def _cell_gap(left: list[TextLine], right: list[TextLine], inks: Sequence[TextLine], p: LayoutParams) -> bool:
-    """Whether the strip between `left` and `right` is a gap between the cells of rows (a table, a
-    term and its description, a list's markers, numbered lines) rather than a column gutter: the
-    pieces right of it are mostly numbers (amounts, figures), or those left of it are short and
-    nearly all have a piece right of it on their row."""
+def flows_apart(left: list[TextLine], right: list[TextLine], inks: Sequence[TextLine], h: float,
+                p: LayoutParams) -> str:
+    """Why the strip between `left` (the pieces bordering it on the left) and `right` (its tab stop's
+    pieces) parts two flows of text, or "" when it is a gap between the cells of rows.
+
+    A gutter needs evidence that the lines on its two sides belong to different flows (tesseract's
+    column partitions must agree over a run of rows; Breuel's gutter has text on both sides):
+    - their rows do not align one to one: pieces beside each other but off each other's rows, or lines
+      following each other at different leading on the two sides;
+    - or a card's gutter: a gap much wider than the other gaps of its rows (term, description | term,
+      description);
+    - or running prose on both sides (two columns set on one baseline grid).
+    Rows that pair one to one with no prose on both sides are a table's, a form's, a receipt's
+    (label ... value): cells, never columns. So are a column of amounts beside its items and a list's
+    markers beside its lines."""
     if sum(1 for r in right if not _wordy(r.text)) >= p.cell_numeric * len(right):
-        return True  # a column of amounts, figures, quantities or codes: a table's or a receipt's
+        return ""  # a column of amounts, figures, quantities or codes: a table's or a receipt's
     if median(len(l.text.strip()) for l in left) <= p.marker_chars:
-        return True  # a list's bullets, a line's number: markers, never a column of text
+        return ""  # a list's bullets, a line's number: markers, never a column of text
+    x = min(r.box[0] for r in right)
+    beside = [k for k in inks if x - p.seam_overlap * h <= k.box[0] <= x + p.hug * h]  # (indented lines too)
+    if _off_rows(left, beside, p) or _off_rows(beside, left, p):
+        return "rows off each other"
+    lead = [_leading(side, h, p) for side in (left, beside)]
+    if min(lead) > 0 and max(lead) > p.flow_leading * min(lead):
+        return "lines at other leading"
     pairs = [(l, r) for l in left for r in right if _same_row(l, r, p)]
-    if len({id(l) for l, _ in pairs}) < p.cell_pairing * len(left) or _widest(pairs, inks, p) >= p.gutter_ratio:
-        return False  # (a gap much wider than the row's others: a card's gutter between its columns of pairs)
-    widths = sorted((l.box[2] - l.box[0]) / max(1.0, l.height) for l in left)
-    if widths[int(p.edge_quantile * (len(widths) - 1))] >= p.cell_short \
-            or median(len(l.text.split()) for l in left) >= p.cell_words:
-        return False  # lines of prose on the left: two columns whose lines share their baselines
-    return True
+    if _widest(pairs, inks, p) >= p.gutter_ratio:
+        return "a gap wider than its rows' others"
+    if _prose_side(left, p) and _prose_side(beside, p):
+        return "prose on both sides"
+    return ""
+
+
+def _off_rows(side: list[TextLine], other: list[TextLine], p: LayoutParams) -> bool:
+    """Whether enough pieces of `side` lie beside pieces of `other` (their boxes overlapping by more than
+    padded boxes of consecutive rows do, `row_touch`) without sharing a row with any of them: rows that
+    do not align one to one. (A piece with nothing beside it, a label with no value, says nothing.)"""
+    paired = off = 0
+    for a in side:
+        near = [o for o in other if min(o.box[3], a.box[3]) - max(o.box[1], a.box[1])
+                > p.row_touch * min(o.height, a.height)]
+        if near and any(_level(a, o, p) for o in near):
+            paired += 1
+        elif near:
+            off += 1
+    return off >= max(p.flow_offset_min, p.flow_offsets * (paired + off))
+
+
+def _level(a: TextLine, b: TextLine, p: LayoutParams) -> bool:
+    """Pieces on one row, whatever their sizes: their middles agree (a heading in a table's cell)."""
+    return abs((a.box[1] + a.box[3]) / 2 - (b.box[1] + b.box[3]) / 2) <= p.row_centre * max(a.height, b.height)
+
+
+def _leading(side: list[TextLine], h: float, p: LayoutParams) -> float:
+    """The distance from one row of `side` to the next (the median over rows that follow each other at
+    most `next_row` apart), or 0 when fewer than three such rows tell it."""
+    mids = sorted((l.box[1] + l.box[3]) / 2 for l in side)
+    rows = [m for k, m in enumerate(mids) if k == 0 or m - mids[k - 1] > p.row_centre * h]
+    steps = [b - a for a, b in zip(rows, rows[1:]) if b - a <= p.next_row * h]
+    return float(median(steps)) if len(steps) >= 2 else 0.0
+
+
+def _prose_side(pieces: list[TextLine], p: LayoutParams) -> bool:
+    """Lines of running text: nearly all wide (in their own line height), or most of several words."""
+    widths = sorted((l.box[2] - l.box[0]) / max(1.0, l.height) for l in pieces)
+    return widths[int(p.edge_quantile * (len(widths) - 1))] >= p.flow_width \
+        or median(len(l.text.split()) for l in pieces) >= p.flow_words
 
 
 def _widest(pairs: list[tuple[TextLine, TextLine]], inks: Sequence[TextLine], p: LayoutParams) -> float:

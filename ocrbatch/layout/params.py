@@ -20,7 +20,9 @@ class LayoutParams:
     # -- columns: separators from whitespace and tab stops (Breuel 2002; Smith 2009) -------------------
     tab_tolerance: float = 0.35  # pieces whose left ink edges agree within this start at one tab stop
     tab_min_lines: int = 3  # a tab stop needs this many pieces starting at it, one under the other
-    tab_clearance: float = 0.05  # a piece starting this far left of a tab stop runs across it
+    tab_clearance: float = 0.05  # a piece starting this far left of a tab stop runs across it ...
+    tab_lead: float = 0.2  # ... unless one of its lines (x is its lines of prose's leftmost start; a short
+    # piece starting more than this before them is no line of it: an equation's piece set across the columns)
     edge_quantile: float = 0.8  # the share of a column's line ends (widths) that tell its edge (width)
     gutter_min: float = 0.25  # narrowest white strip left of a tab stop that can part two columns
     seam_overlap: float = 0.5  # a left column's piece may end this far past the tab stop (padded boxes touching)
@@ -36,9 +38,12 @@ class LayoutParams:
     section_level: float = 0.6  # ... and level with one on the other side (within this), around a title, ends a section
     title_apart: float = 0.8  # ... a title standing this far (core to core) from the lines above and below it
     row_centre: float = 0.3  # pieces whose centres are this near (in the taller's height) lie on one row
-    cell_pairing: float = 0.7  # a strip whose bordering pieces pair up row by row on both sides this often ...
-    cell_short: float = 12.0  # ... and whose left pieces are nearly all narrower than this (in their own line height) ...
-    cell_words: int = 4  # ... and hold fewer words than this: a gap between a table's cells
+    # a strip parts two flows of text only on evidence (`columns.flows_apart`); else it parts cells:
+    flow_offsets: float = 0.25  # rows off each other: this share of a side's pieces that have pieces beside them ...
+    flow_offset_min: int = 2  # ... and at least this many, share no row with those pieces
+    flow_leading: float = 1.1  # lines following each other at leadings this many times apart on the two sides
+    flow_width: float = 12.0  # prose on a side: its lines nearly all this wide (in their own line height) ...
+    flow_words: int = 4  # ... or most of them this many words long
     marker_chars: int = 2  # pieces left of a strip mostly this short are markers (bullets, line numbers) ...
     marker_size_ratio: float = 2.5  # ... and may be this much smaller than the line they stand on
     gutter_ratio: float = 1.25  # ... unless the strip is this many times wider than the rows' other gaps (a card's gutter)

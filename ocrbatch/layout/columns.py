@@ -87,8 +87,8 @@ def cut_merged(lines: Sequence[TextLine], seps: list[Separator], h: float,
 
     lines = list(lines)
     for k, sep in enumerate(seps):
-        if sep.why.startswith("grid"):
-            continue
+        if sep.why.startswith("grid") or sep.x1 - sep.x0 > p.merged_gutter * h:
+            continue  # (the detector runs lines together across a narrow gutter only)
         beside = [l for l in lines if _reach(sep, l.box)]
         lefts = [l.box[0] for l in beside if l.box[2] <= sep.x1 + sep.slack and l.box[2] >= sep.x0 - p.hug * h]
         rights = [l.box[2] for l in beside if abs(l.box[0] - sep.x1) <= p.hug * h]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..records import TextLine
 from .furniture import is_margin_stamp
-from .geometry import body_height
+from .geometry import body_height, run_on
 from .params import LayoutParams
 from .spaced import join_spaced
 
@@ -86,15 +86,17 @@ def _split_two(line: TextLine, lines: list[TextLine], h: float) -> list[TextLine
     right = [l for l in near if l.box[0] >= x0 + 6 * h and abs(l.box[2] - x1) <= 2 * h]
     if len(left) < 3 or len(right) < 3 or not (_touching(left, line, h) and _touching(right, line, h)):
         return [line]
-    a = _quantile([l.box[2] for l in left], 0.9)
     b = _quantile([l.box[0] for l in right], 0.1)
+    # (the left column's lines end before the right one's start: a line below run across the gutter too
+    # is none of them)
+    a = _quantile([l.box[2] for l in left if l.box[2] <= b + h] or [x1], 0.9)
     # padded boxes of the two columns may overlap a little across a narrow gutter
     cy = (y0 + y1) / 2
     # a line across the strip on a neighbouring row (a title, a wide equation, a paragraph across the
-    # columns; not another line merged the same way) keeps it whole
-    if not -h <= b - a <= 3 * h or any(l.box[0] < min(a, b) - 2 * h and l.box[2] > max(a, b) + 2 * h
+    # columns; not another line merged the same way, boxed whole or in pieces) keeps it whole
+    if not 0 <= b - a <= 3 * h or any(l.box[0] < min(a, b) - 2 * h and l.box[2] > max(a, b) + h
                                        and abs((l.box[1] + l.box[3]) / 2 - cy) <= 2.5 * h
-                                       and not (abs(l.box[0] - x0) <= h and abs(l.box[2] - x1) <= h)
+                                       and not (abs(l.box[0] - x0) <= h and abs(run_on(l, lines, h, 0.3, x1 + h) - x1) <= h)
                                        for l in lines if l is not line):
         return [line]
     if _paragraph_across(line, lines, h, a):
@@ -175,7 +177,7 @@ def _gutter_at(line: TextLine, s0: float, near: list[TextLine], lines: list[Text
     # (the last line of a full-width paragraph reaching past the gutter shows there is none)
     # (a short byline, or a title in larger type, centred over the columns a few lines off is
     # no such line)
-    if not -h <= b - a <= 3 * h or any(l.box[0] < min(a, b) - h and l.box[2] > max(a, b) + h
+    if not 0 <= b - a <= 3 * h or any(l.box[0] < min(a, b) - h and l.box[2] > max(a, b) + h
                                        and not (abs(l.box[0] - x0) <= h and abs(l.box[2] - x1) <= h)
                                        and (l.box[2] - l.box[0] >= 0.5 * (x1 - x0) and l.height <= 1.3 * h
                                             or abs(c(l) - cy) <= h)

@@ -28,6 +28,7 @@ class LayoutParams:
     seam_overlap: float = 0.5  # a left column's piece may end this far past the tab stop (padded boxes touching)
     hug: float = 3.0  # lines ending this near a separator's left edge, or starting this near its tab stop, hug it
     merged_words: int = 6  # a line run across a gutter holds at least this many words
+    merged_gutter: float = 3.0  # ... across a gutter at most this wide (the detector joins no wider white)
     next_row: float = 1.6  # the next row of text lies this near (centre to centre)
     merged_reach: float = 1.6  # a line run across a gutter this near (centre to edge) where its separator stops is cut
     gutter_reach: float = 8.0  # a piece ending within this of the strip borders it on the left ...

@@ -77,6 +77,63 @@ def find_separators(lines: Sequence[TextLine], h: float, p: LayoutParams) -> lis
     return found
 
 
+def extend_separators(lines: Sequence[TextLine], seps: list[Separator], h: float,
+                      p: LayoutParams) -> list[Separator]:
+    """Each tab stop's separator run on up and down its white strip past the lines that made it
+    (Breuel's whitespace rectangles are maximal), while nothing runs across the strip and no other
+    separator's strip (a grid's tier, the next section's separator) lies in the way, where text borders
+    the new stretch on both sides, side by side (a table atop one column beside a figure's labels atop
+    the other). A stretch with text on one side only (a date line over one column) is not taken."""
+    inks = [ink(l) for l in lines]
+    out = list(seps)
+    for k, sep in enumerate(out):
+        if not sep.why.startswith("grid"):
+            for step in (-1, 1):
+                out[k] = sep = _extend(sep, step, inks, [s for s in out if s is not out[k]], h, p)
+    return out
+
+
+def _extend(sep: Separator, step: int, inks: Sequence[TextLine], others: Sequence[Separator], h: float,
+            p: LayoutParams) -> Separator:
+    """`sep` run on up (step -1) or down (1), see `extend_separators`. What runs across the strip stops
+    it: a piece, another separator's strip, or a row whose gap at the strip is no wider than its gaps
+    next to it (a table set across the columns: its cells are as far apart on both sides)."""
+    edge = sep.y0 if step < 0 else sep.y1
+
+    def past(y: float) -> bool:  # beyond the separator's end, on this side
+        return step * (y - edge) > 0
+
+    beyond = [l for l in inks if past(core(l)[0]) and past(core(l)[1])]
+    left = [l for l in beyond if l.box[2] <= sep.x1 + sep.slack and l.box[0] < sep.x0]
+    right = [l for l in beyond if l.box[0] >= sep.x1 - sep.slack]
+    walls = [l for l in beyond if l.box[0] < sep.x1 - p.tab_clearance * h and l.box[2] > sep.x1 + sep.slack
+             and not (_prose([l], h, p) and l.box[0] >= sep.x0)]
+    walls += [a for a in left for b in right if _level(a, b, p) and _reads_across(a, b, beyond, p)]
+    ends = [(l.box[3] if step < 0 else l.box[1]) for l in walls]
+    ends += [o.y1 if step < 0 else o.y0 for o in others if o.x0 < sep.x1 and sep.x0 < o.x1 and past(o.y0) and past(o.y1)]
+    wall = (max if step < 0 else min)(ends, default=step * float("inf"))
+
+    def inside(l: TextLine) -> bool:
+        return step * (wall - (l.box[1] + l.box[3]) / 2) > 0
+
+    left, right = [l for l in left if inside(l)], [l for l in right if inside(l)]
+    if not any(min(a.box[3], b.box[3]) - max(a.box[1], b.box[1]) > p.row_touch * min(a.height, b.height)
+               for a in left for b in right):
+        return sep
+    reach = [l.box[1] if step < 0 else l.box[3] for l in left + right]
+    return replace(sep, y0=min(reach)) if step < 0 else replace(sep, y1=max(reach))
+
+
+def _reads_across(a: TextLine, b: TextLine, inks: Sequence[TextLine], p: LayoutParams) -> bool:
+    """Whether pieces `a` and `b`, side by side on a row, are cells of one row read across: the gap
+    between them no wider than `across_ratio` times the gap before `a` or after `b` on their row."""
+    row = [k for k in inks if _level(k, a, p)]
+    before = [a.box[0] - k.box[2] for k in row if k.box[2] <= a.box[0]]
+    after = [k.box[0] - b.box[2] for k in row if k.box[0] >= b.box[2]]
+    near = [min(g) for g in (before, after) if g]
+    return bool(near) and b.box[0] - a.box[2] <= p.across_ratio * max(near)
+
+
 def cut_merged(lines: Sequence[TextLine], seps: list[Separator], h: float,
                p: LayoutParams) -> tuple[list[TextLine], list[Separator]]:
     """Lines the detector ran across a separator's gutter right where the separator stops (the first

@@ -45,6 +45,8 @@ class LayoutParams:
     flow_leading: float = 1.1  # lines following each other at leadings this many times apart on the two sides
     flow_width: float = 12.0  # prose on a side: its lines nearly all this wide (in their own line height) ...
     flow_words: int = 4  # ... or most of them this many words long
+    across_ratio: float = 1.0  # cells side by side a gap apart at most this many times their row's other gaps
+    # read across: no separator runs on past its lines through them (a table set across the columns)
     marker_chars: int = 2  # pieces left of a strip mostly this short are markers (bullets, line numbers) ...
     marker_size_ratio: float = 2.5  # ... and may be this much smaller than the line they stand on
     gutter_ratio: float = 1.25  # ... unless the strip is this many times wider than the rows' other gaps (a card's gutter)

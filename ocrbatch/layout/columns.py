@@ -401,7 +401,9 @@ def flows_apart(left: list[TextLine], right: list[TextLine], inks: Sequence[Text
     if median(len(l.text.strip()) for l in left) <= p.marker_chars:
         return ""  # a list's bullets, a line's number: markers, never a column of text
     x = min(r.box[0] for r in right)
-    beside = [k for k in inks if x - p.seam_overlap * h <= k.box[0] <= x + p.hug * h]  # (indented lines too)
+    y0, y1 = min(l.box[1] for l in left + right), max(l.box[3] for l in left + right)
+    beside = [k for k in inks if x - p.seam_overlap * h <= k.box[0] <= x + p.hug * h  # (indented lines too)
+              and y0 <= (k.box[1] + k.box[3]) / 2 <= y1]
     if _off_rows(left, beside, p) or _off_rows(beside, left, p):
         return "rows off each other"
     lead = [_leading(side, h, p) for side in (left, beside)]

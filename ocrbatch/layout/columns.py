@@ -155,7 +155,7 @@ def cut_merged(lines: Sequence[TextLine], seps: list[Separator], h: float,
         for step in (-1, 1):
             while True:
                 edge = sep.y0 if step < 0 else sep.y1
-                near = [l for l in lines if l.box[0] <= x0 + h and l.box[2] >= x1 - 2 * h and l.box[2] <= x1 + 2 * h
+                near = [l for l in lines if abs(l.box[0] - x0) <= h and l.box[2] >= x1 - 2 * h and l.box[2] <= x1 + 2 * h
                         and 0 <= step * ((l.box[1] + l.box[3]) / 2 - edge) <= p.merged_reach * h
                         and len(l.text.split()) >= p.merged_words and l.height <= p.title_type * h]
                 if not near or _paragraph_across(near[0], lines, h, sep.x0) or _runs_on(near[0], lines, step, sep, h, p):

@@ -158,7 +158,7 @@ def cut_merged(lines: Sequence[TextLine], seps: list[Separator], h: float,
                 near = [l for l in lines if abs(l.box[0] - x0) <= h and l.box[2] >= x1 - 2 * h and l.box[2] <= x1 + 2 * h
                         and 0 <= step * ((l.box[1] + l.box[3]) / 2 - edge) <= p.merged_reach * h
                         and len(l.text.split()) >= p.merged_words and l.height <= p.title_type * h]
-                if not near or _paragraph_across(near[0], lines, h, sep.x0) or _runs_on(near[0], lines, step, sep, h, p):
+                if not near or _paragraph_across(near[0], lines, h, sep.x0, p) or _runs_on(near[0], lines, step, sep, h, p):
                     break
                 line = near[0]
                 head, tail = _cut_text(line, sep.x0, sep.x1)

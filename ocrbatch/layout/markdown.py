@@ -17,10 +17,10 @@ def lines_to_markdown(lines: Sequence[TextLine], width: int, height: int, keep_f
 
     Page furniture (running heads and feet, page numbers, stamps up the side margins) is left out
     unless `keep_furniture`."""
-    return page_markdown(layout_page(lines, width, height, keep_furniture, p), keep_furniture)
+    return page_markdown(layout_page(lines, width, height, keep_furniture, p), keep_furniture, p)
 
 
-def page_markdown(page: PageLayout, keep_furniture: bool = False) -> str:
+def page_markdown(page: PageLayout, keep_furniture: bool = False, p: LayoutParams = PARAMS) -> str:
     """The Markdown of a laid-out page: its ordered blocks' rows made into paragraphs, headings, lists
     and tables."""
     rows: list[Row] = []
@@ -30,7 +30,7 @@ def page_markdown(page: PageLayout, keep_furniture: bool = False) -> str:
         for row in block.rows:
             row.region, row.column = n, block.column
             rows.append(row)
-    return render(build_blocks(rows, page.h)) if rows else ""
+    return render(build_blocks(rows, page.h, p)) if rows else ""
 
 
 def render(blocks: Sequence[Block]) -> str:

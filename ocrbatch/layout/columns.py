@@ -276,7 +276,7 @@ def _strips(x: float, members: list[TextLine], inks: Sequence[TextLine], h: floa
     than `slack`: over a narrow gutter a left column's line may end a little past it; over a wide one
     no line may) and enough of its lines start."""
     slack = p.seam_overlap * h if slack is None else slack
-    blocked = _crossing(x, members, inks, h, p, slack)
+    blocked = _white_bands(_crossing(x, members, inks, h, p, slack), x, members, inks, h, p)
     runs, top = [], float("-inf")
     for c0, c1 in blocked + [(float("inf"), float("inf"))]:
         if c0 > top:
@@ -345,6 +345,21 @@ def _crossing(x: float, members: list[TextLine], inks: Sequence[TextLine], h: fl
     return sorted(spans)
 
 
+def _white_bands(blocked: list[tuple[float, float]], x: float, members: list[TextLine], inks: Sequence[TextLine],
+                 h: float, p: LayoutParams) -> list[tuple[float, float]]:
+    """`blocked` and the white bands (`blank_band` tall) between a tab stop's lines with nothing left of
+    the stop either: the stop's lines above and below such a band are weighed apart (a form's values,
+    a note in prose far below set at the same edge)."""
+    ys = sorted((m.box[1], m.box[3]) for m in members)
+    bands, bottom = [], None
+    for y0, y1 in ys:
+        if bottom is not None and y0 - bottom > p.blank_band * h and not any(
+                l.box[0] < x and bottom < (l.box[1] + l.box[3]) / 2 < y0 for l in inks):
+            bands.append((bottom, y0))
+        bottom = y1 if bottom is None else max(bottom, y1)
+    return sorted(blocked + bands)
+
+
 def _reach_left(right: list[TextLine], inks: Sequence[TextLine], h: float, p: LayoutParams) -> float:
     """How far left of a tab stop a piece may end and still border its strip: `gutter_reach`, or more
     where the gap left of the stop's lines is wider (a wide gutter), up to `gutter_reach_max`."""
@@ -388,8 +403,8 @@ def flows_apart(left: list[TextLine], right: list[TextLine], inks: Sequence[Text
 
     A gutter needs evidence that the lines on its two sides belong to different flows (tesseract's
     column partitions must agree over a run of rows; Breuel's gutter has text on both sides):
-    - their rows do not align one to one: pieces beside each other but off each other's rows, or lines
-      following each other at different leading on the two sides;
+    - their rows do not align one to one: pieces beside each other but off each other's rows (lines
+      at another leading, or half a line lower);
     - or a card's gutter: a gap much wider than the other gaps of its rows (term, description | term,
       description);
     - or running prose on both sides (two columns set on one baseline grid).
@@ -406,9 +421,6 @@ def flows_apart(left: list[TextLine], right: list[TextLine], inks: Sequence[Text
               and y0 <= (k.box[1] + k.box[3]) / 2 <= y1]
     if _off_rows(left, beside, p) or _off_rows(beside, left, p):
         return "rows off each other"
-    lead = [_leading(side, h, p) for side in (left, beside)]
-    if min(lead) > 0 and max(lead) > p.flow_leading * min(lead):
-        return "lines at other leading"
     pairs = [(l, r) for l in left for r in right if _same_row(l, r, p)]
     if _widest(pairs, inks, p) >= p.gutter_ratio:
         return "a gap wider than its rows' others"
@@ -435,15 +447,6 @@ def _off_rows(side: list[TextLine], other: list[TextLine], p: LayoutParams) -> b
 def _level(a: TextLine, b: TextLine, p: LayoutParams) -> bool:
     """Pieces on one row, whatever their sizes: their middles agree (a heading in a table's cell)."""
     return abs((a.box[1] + a.box[3]) / 2 - (b.box[1] + b.box[3]) / 2) <= p.row_centre * max(a.height, b.height)
-
-
-def _leading(side: list[TextLine], h: float, p: LayoutParams) -> float:
-    """The distance from one row of `side` to the next (the median over rows that follow each other at
-    most `next_row` apart), or 0 when fewer than three such rows tell it."""
-    mids = sorted((l.box[1] + l.box[3]) / 2 for l in side)
-    rows = [m for k, m in enumerate(mids) if k == 0 or m - mids[k - 1] > p.row_centre * h]
-    steps = [b - a for a, b in zip(rows, rows[1:]) if b - a <= p.next_row * h]
-    return float(median(steps)) if len(steps) >= 2 else 0.0
 
 
 def _prose_side(pieces: list[TextLine], p: LayoutParams) -> bool:

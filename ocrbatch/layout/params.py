@@ -64,7 +64,6 @@ class LayoutParams:
     # a strip parts two flows of text only on evidence (`columns.flows_apart`); else it parts cells:
     flow_offsets: float = 0.25  # rows off each other: this share of a side's pieces that have pieces beside them ...
     flow_offset_min: int = 2  # ... and at least this many, share no row with those pieces
-    flow_leading: float = 1.1  # lines following each other at leadings this many times apart on the two sides
     flow_width: float = 12.0  # prose on a side: its lines nearly all this wide (in their own line height) ...
     flow_words: int = 4  # ... or most of them this many words long
     across_ratio: float = 1.0  # cells side by side a gap apart at most this many times their row's other gaps

@@ -87,12 +87,14 @@ def real_size_config(tok):
 
 
 def build(folder: Path, seed: int = 0, never_ends: bool = False, real_size: bool = False,
-          device: str = "cpu", dtype: Any = None) -> Path:
+          device: str = "cpu", dtype: Any = None, layout: str = "transformers") -> Path:
     """Write a random checkpoint (model + tokenizer + processor) into `folder`; returns it.
 
     `never_ends`: the end token's logit is always 0 while some other token's is (almost surely) above it, so
     greedy decoding never stops by itself: every page runs into --max-new-tokens, as a looping page does.
     `real_size`: roughly the published size instead of the toy one (build it on a GPU: `device="cuda"`).
+    `layout`: "transformers" (deepseek-community's) or "official" (deepseek-ai's: what vLLM reads; the same
+    weights, the towers' sizes kept in its vision_config, checkpoint.py).
     """
     import torch
 
@@ -114,4 +116,14 @@ def build(folder: Path, seed: int = 0, never_ends: bool = False, real_size: bool
     del model
     processor = DeepseekOcr2Processor(image_processor=DeepseekOcr2ImageProcessorPil(), tokenizer=tok)
     processor.save_pretrained(folder)
+    if layout == "official":
+        import json
+
+        from .checkpoint import official_config, read_config
+
+        (folder / "config.json").write_text(json.dumps(official_config(read_config(folder)), indent=2) + "\n",
+                                            encoding="utf-8")
+        (folder / "processor_config.json").unlink(missing_ok=True)
+    elif layout != "transformers":
+        raise ValueError(f"layout {layout!r}: transformers or official")
     return folder

@@ -101,6 +101,9 @@ def convert(
                               "decoding steps) or static (whole batches)."),
     quantize: str = _opt("quantize", "none", "--quantize",
                          help="deepseek-ocr2 weights: none, int8 or nf4 (4-bit), through bitsandbytes."),
+    backend: str = _opt("backend", "transformers", "--backend",
+                        help="deepseek-ocr2: transformers, or vllm (vLLM's engine and scheduler; "
+                             "pip install 'ocrbatch[vllm]')."),
     max_wait_ms: int = _opt("max_wait_ms", 200, "--max-wait-ms",
                             help="Longest a page waits for its batch to fill."),
     workers: Optional[int] = _opt("workers", None, "--workers", "-j", help="Decode threads (default: up to 4)."),
@@ -131,7 +134,7 @@ def convert(
                               prompt=prompt, max_new_tokens=max_new_tokens, threads=threads, dpi=dpi,
                               model_size=model_size, keep_furniture=keep_furniture, text_layer=text_layer,
                               ray=ray, ray_workers=ray_workers, max_wait_ms=max_wait_ms, workers=workers,
-                              max_pixels=max_pixels, schedule=schedule, quantize=quantize)
+                              max_pixels=max_pixels, schedule=schedule, quantize=quantize, backend=backend)
         return _run_convert(converter, inputs, output, pages=pages, force=force, null=null, as_json=as_json,
                             quiet=quiet, progress=not no_progress, log_every=log_every, metrics_file=metrics_file)
 
@@ -256,6 +259,7 @@ def serve(
                          help="deepseek-ocr2: continuous (pages of every request leave and join the running "
                               "batch between decoding steps) or static (whole batches)."),
     quantize: str = _opt("quantize", "none", "--quantize", help="deepseek-ocr2 weights: none, int8 or nf4."),
+    backend: str = _opt("backend", "transformers", "--backend", help="deepseek-ocr2: transformers or vllm."),
     max_wait_ms: int = _opt("max_wait_ms", 200, "--max-wait-ms",
                             help="Longest a page waits for its batch to fill."),
     workers: Optional[int] = _opt("workers", None, "--workers", "-j", help="Decode threads (default: up to 4)."),
@@ -285,7 +289,7 @@ def serve(
         options = dict(engine=engine, model=model, dtype=dtype, prompt=prompt, max_new_tokens=max_new_tokens,
                        threads=threads, model_size=model_size, keep_furniture=keep_furniture, devices=devices,
                        dpi=dpi, text_layer=text_layer, max_batch=max_batch, max_wait_ms=max_wait_ms,
-                       workers=workers, schedule=schedule, quantize=quantize)
+                       workers=workers, schedule=schedule, quantize=quantize, backend=backend)
         return serve_main(options, config, verbose=verbose, quiet=quiet)
 
     _exit_with(run_server, verbose)

@@ -58,9 +58,11 @@ class EngineOptions:
     page_lengths: tuple[tuple[str, int], ...] = ()  # benchmarks: (file name, tokens) each page ends after
     model_size: str = "small"  # rapidocr: PP-OCRv6 small, or tiny (faster, below the accuracy goals)
     keep_furniture: bool = False  # keep running heads and feet, page numbers, margin stamps (rapidocr, text layer)
+    backend: str = "transformers"  # deepseek-ocr2: transformers, or vllm (engines/registry.py: _BACKENDS)
 
 
 MODEL_SIZES = ("small", "tiny")  # --model-size (rapid.py also knows bench-only mixes)
+BACKENDS = ("transformers", "vllm")  # --backend (which engine has which: engines/registry.py)
 
 
 def available_cpus() -> int:
@@ -134,6 +136,8 @@ class RunConfig:
             raise UsageError(f"--schedule {self.engine_options.schedule}: choose continuous or static")
         if self.max_pixels < 1_000_000:
             raise UsageError("--max-pixels must be at least 1000000 (1 MP)")
+        if self.engine_options.backend not in BACKENDS:
+            raise UsageError(f"--backend {self.engine_options.backend}: choose {' or '.join(BACKENDS)}")
         if self.text_layer not in ("auto", "off", "only"):
             raise UsageError(f"--text-layer {self.text_layer}: choose auto, off or only")
 
@@ -146,7 +150,8 @@ class RunConfig:
               prompt: str = "markdown", max_new_tokens: int = 8192, threads: int | None = None,
               model_size: str = EngineOptions.model_size, keep_furniture: bool = False,
               workers: int | None = None, pages: str | PageSelection | None = None, schedule: str = "continuous",
-              quantize: str = "none", max_batch: int | str = 8, **fields) -> "RunConfig":
+              quantize: str = "none", max_batch: int | str = 8, backend: str = "transformers",
+              **fields) -> "RunConfig":
         """From the command line's flat options (engine options in, `pages` as text, `max_batch` a number or
         auto)."""
         start, auto = parse_max_batch(max_batch)
@@ -154,7 +159,7 @@ class RunConfig:
                    engine_options=EngineOptions(model=model, dtype=dtype, prompt=prompt,
                                                 max_new_tokens=max_new_tokens, threads=threads,
                                                 model_size=model_size, keep_furniture=keep_furniture,
-                                                schedule=schedule, quantize=quantize),
+                                                schedule=schedule, quantize=quantize, backend=backend),
                    pages=PageSelection.parse(pages) if isinstance(pages, str) else pages, max_batch=start,
                    max_batch_auto=auto, **fields)
 
@@ -171,14 +176,14 @@ ENV = {name: "OCRBATCH_" + name.upper() for name in (
     "output", "engine", "model", "dtype", "prompt", "max_new_tokens", "threads", "model_size", "keep_furniture",
     "devices", "dpi", "text_layer", "ray", "ray_workers", "max_batch", "schedule", "quantize", "max_wait_ms",
     "workers", "pages", "max_pixels", "force", "null", "json", "quiet", "no_progress", "log_every", "metrics_file",
-    "verbose")}
+    "verbose", "backend")}
 _INTS = {"max_new_tokens", "threads", "dpi", "ray_workers", "max_wait_ms", "workers", "verbose",
          "max_pixels"}
 _FLAGS = {"force", "null", "json", "quiet", "no_progress", "keep_furniture"}
 # The options a Converter takes (the others belong to one run, or to the command line).
 CONVERTER_OPTIONS = ("engine", "model", "dtype", "prompt", "max_new_tokens", "threads", "model_size",
                      "keep_furniture", "devices", "dpi", "text_layer", "ray", "ray_workers", "max_batch",
-                     "max_wait_ms", "workers", "max_pixels", "schedule", "quantize")
+                     "max_wait_ms", "workers", "max_pixels", "schedule", "quantize", "backend")
 
 
 def parse_max_batch(value: "int | str") -> tuple[int, bool]:

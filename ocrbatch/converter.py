@@ -12,7 +12,8 @@ Public API (everything a server needs; names are stable):
 
 - `Converter(engine="rapidocr", model=None, devices="auto", max_batch=8, **options)`; options are the CLI's:
   `max_wait_ms`, `workers`, `dtype`, `prompt`, `max_new_tokens`, `threads`, `model_size`, `keep_furniture`,
-  `dpi`, `text_layer`, `ray`, `ray_workers`, `max_pixels`, and `starve_ms` (the longest a bulk page waits while interactive pages keep coming).
+  `dpi`, `text_layer`, `ray`, `ray_workers`, `max_pixels`, `backend` (deepseek-ocr2: transformers or vllm),
+  and `starve_ms` (the longest a bulk page waits while interactive pages keep coming).
   Bad options raise UsageError at once (an engine's own checks, such as deepseek-ocr2 without a model,
   on first use). `Converter.from_env(**overrides)` reads OCRBATCH_* variables first (config.ENV).
   A context manager; `close()` waits for pages in flight, then unloads; a closed converter refuses work.

@@ -1,4 +1,7 @@
-"""Engine names → classes. Modules are imported only when their engine is used."""
+"""Engine names → classes. Modules are imported only when their engine is used.
+
+An engine may have several backends (`--backend`, EngineOptions.backend): the same pages, prompt and output
+through another runtime; its identity names the backend. The first one listed is the default."""
 
 from __future__ import annotations
 
@@ -15,6 +18,13 @@ _BUILTIN = {
     "fake": "ocrbatch.engines.fake:FakeEngine",
     "fake-timed": "ocrbatch.engines.fake:TimedFakeEngine",
 }
+_BACKENDS = {
+    "deepseek-ocr2": {
+        "transformers": _BUILTIN["deepseek-ocr2"],
+        "vllm": "ocrbatch.engines.deepseek_ocr2_vllm.engine:VllmDeepseekOcr2Engine",
+    },
+}
+DEFAULT_BACKEND = "transformers"
 _EXTRA: dict[str, Callable[[EngineOptions], Engine]] = {}
 
 
@@ -31,12 +41,27 @@ def unregister(name: str) -> None:
     _EXTRA.pop(name, None)
 
 
-def engine_class(name: str) -> Callable[[EngineOptions], Engine]:
+def backends(name: str) -> tuple[str, ...]:
+    """The backends of engine `name` (the default first)."""
+    return tuple(_BACKENDS.get(name, {DEFAULT_BACKEND: None}))
+
+
+def engine_class(name: str, options: EngineOptions | None = None) -> Callable[[EngineOptions], Engine]:
+    """The class of engine `name` on the backend `options` names."""
+    backend = options.backend if options is not None else DEFAULT_BACKEND
+    if name in _EXTRA:
+        where = None
+    elif name not in _BUILTIN:
+        raise UsageError(f"unknown engine {name!r}; choose one of: {', '.join(names())}")
+    else:
+        where = _BACKENDS.get(name, {DEFAULT_BACKEND: _BUILTIN[name]}).get(backend)
+    if backend != DEFAULT_BACKEND and where is None:
+        having = [n for n in names() if len(backends(n)) > 1]
+        raise UsageError(f"--backend {backend}: engine {name} has no such backend (--backend is for "
+                         f"{', '.join(having)}: {' or '.join(sorted({b for n in having for b in backends(n)}))})")
     if name in _EXTRA:
         return _EXTRA[name]
-    if name not in _BUILTIN:
-        raise UsageError(f"unknown engine {name!r}; choose one of: {', '.join(names())}")
-    module_name, _, cls_name = _BUILTIN[name].partition(":")
+    module_name, _, cls_name = where.partition(":")
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:  # pragma: no cover - depends on the install
@@ -45,12 +70,12 @@ def engine_class(name: str) -> Callable[[EngineOptions], Engine]:
 
 
 def create(name: str, options: EngineOptions) -> Engine:
-    return engine_class(name)(options)
+    return engine_class(name, options)(options)
 
 
 def build(name: str, options: EngineOptions, devices: int) -> tuple[Front, list[Runner]]:
     """The engine's front and one runner per device. An engine is one class playing both roles: the first
     device's runner is also the front (what it prepares, its own runner frees); the others are new ones."""
-    factory = engine_class(name)
+    factory = engine_class(name, options)
     front = factory(options)
     return front, [front] + [factory(options) for _ in range(devices - 1)]

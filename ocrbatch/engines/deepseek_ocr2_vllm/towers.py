@@ -3,7 +3,7 @@
 vLLM builds the published towers whatever the config says (a SAM ViT-B and a 24-layer 896-wide Qwen2 encoder,
 some 500M parameters): too big for a test on two CPU cores. The small random checkpoints that synthetic.py
 writes carry their towers' sizes in the official config's `vision_config.sam_config` and `encoder_config`
-(checkpoint.py); for those, the engine registers this class with vLLM's model registry under
+(checkpoint.py); for those, the engine registers this class (`SizedTowers`) with vLLM's model registry under
 `ARCH` and names it in `hf_overrides`. Everything else is vLLM's: its tower classes (at these sizes), its
 language model, scheduler, attention and weight loading. A real checkpoint never uses it.
 
@@ -21,21 +21,24 @@ _LOCK = threading.Lock()
 
 
 def register() -> None:
-    """Make `ARCH` known to vLLM's model registry (idempotent)."""
+    """Make `ARCH` known to vLLM's model registry (idempotent; cheap: the class is made when vLLM asks for it).
+    Also a vLLM general plugin (pyproject.toml), so that an engine core in its own process knows it too."""
     from vllm import ModelRegistry
 
     if ARCH not in ModelRegistry.get_supported_archs():
-        ModelRegistry.register_model(ARCH, model_class())
+        ModelRegistry.register_model(ARCH, f"{__name__}:SizedTowers")
 
 
 _CLASS: Any = None
 
 
-def model_class() -> Any:
-    global _CLASS
-    if _CLASS is None:
-        _CLASS = _make_class()
-    return _CLASS
+def __getattr__(name: str) -> Any:
+    if name == "SizedTowers":
+        global _CLASS
+        if _CLASS is None:
+            _CLASS = _make_class()
+        return _CLASS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _make_class() -> Any:

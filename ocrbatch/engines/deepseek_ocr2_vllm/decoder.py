@@ -82,6 +82,10 @@ class VllmDecoder:
         self._abort(list(self.running))
         self.running.clear()
         self.waiting.clear()
+        # A failed step leaves the front end's record of processed images out of step with the engine
+        # core's ("encoder cache miss" when they come again): both are cleared.
+        self.llm.reset_mm_cache()
+        self.llm.reset_encoder_cache()
         return pages
 
     # -- a step --------------------------------------------------------------------------------------

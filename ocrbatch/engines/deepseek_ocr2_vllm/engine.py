@@ -127,6 +127,10 @@ class VllmDeepseekOcr2Engine(Engine):
         self.layout = checkpoint.layout(path)
         official = checkpoint.view(path, checkpoint.OFFICIAL)
         config = checkpoint.read_config(official)
+        # vLLM logs to stdout, where --json writes the summary, and at INFO: to stderr, warnings only (unless
+        # the user's environment says otherwise). Read when vLLM is first imported.
+        os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
         try:
             import vllm
             from vllm.engine.arg_utils import EngineArgs

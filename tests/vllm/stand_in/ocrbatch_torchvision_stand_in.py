@@ -110,3 +110,20 @@ def hook() -> None:
     """Install the finder (once)."""
     if not any(isinstance(f, _Finder) for f in sys.meta_path):
         sys.meta_path.insert(0, _Finder())
+
+
+def install() -> None:
+    """Write the .pth file that hooks this stand-in into the running venv (`make .venv-vllm/.test`)."""
+    import site
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parent
+    pth = Path(site.getsitepackages()[0]) / "ocrbatch-test-torchvision-stand-in.pth"
+    pth.write_text(f"{here}\nimport ocrbatch_torchvision_stand_in as _s; _s.hook()\n", encoding="utf-8")
+    print(f"wrote {pth}")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--install"]:
+        raise SystemExit("usage: python ocrbatch_torchvision_stand_in.py --install")
+    install()

@@ -10,7 +10,7 @@ VLLM_VENV ?= .venv-vllm
 VBIN := $(VLLM_VENV)/bin
 STAND_IN := tests/vllm/stand_in/ocrbatch_torchvision_stand_in.py
 
-.PHONY: run test test-vllm bench soak samples clean
+.PHONY: run test test-vllm bench soak faults mutants samples clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -50,6 +50,14 @@ bench: $(VENV)/.test
 # kill -9 at 20 random moments, rerun, check each rerun ends like a clean run (a few minutes)
 soak: $(VENV)/.base
 	$(BIN)/python scripts/soak.py
+
+# the fault-injection harness at full size: 40 seeds on each of 5 paths, hangs among them; prints the tally
+faults: $(VENV)/.test
+	$(BIN)/python scripts/fault_harness.py 40
+
+# each named mutation of the code must make a test fail (scripts/mutation_check.py; about half an hour)
+mutants: $(VENV)/.test
+	$(BIN)/python scripts/mutation_check.py
 
 samples: $(VENV)/.base
 	$(BIN)/python scripts/make_samples.py sample_docs

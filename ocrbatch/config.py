@@ -90,6 +90,7 @@ class ServiceConfig:
     workers: int = 4  # decode threads feeding it (sizes the buffers)
     ray: str | None = None
     starve_s: float = 5.0  # the longest a bulk page waits while interactive pages keep coming
+    stall_timeout: float = 1800.0  # a device with pages in hand and none finished for this long: they fail
 
 
 @dataclass(frozen=True)
@@ -111,10 +112,15 @@ class RunConfig:
     ray: str | None = None  # convert on a Ray cluster: auto, local, or the head's address (pipeline/remote.py)
     ray_workers: int | None = None  # actors on it; None: one per GPU, or per `threads` CPUs
     max_pixels: int = 200_000_000  # an image frame larger than this fails as a page (images.DEFAULT_MAX_PIXELS)
+    # The watchdog: pages in flight and none finished for this long → they fail, the run stops (exit 8). Long
+    # enough for an 8,192-token page and its one retry on a slow GPU (a T4 decodes ~10 tokens/s per row).
+    stall_timeout: float = 1800.0
 
     def __post_init__(self) -> None:
         if not self.inputs:
             raise UsageError("no inputs given")
+        if not self.stall_timeout > 0:
+            raise UsageError("--stall-timeout must be a positive number of seconds")
         if not 36 <= self.dpi <= 1200:
             raise UsageError(f"--dpi {self.dpi}: choose between 36 and 1200")
         if self.max_batch < 1:
@@ -168,7 +174,7 @@ class RunConfig:
         return ServiceConfig(engine=self.engine, engine_options=self.engine_options, devices=self.devices,
                              max_batch=self.max_batch, max_batch_auto=self.max_batch_auto,
                              max_wait_s=self.max_wait_s, workers=self.workers,
-                             ray=self.ray)
+                             ray=self.ray, stall_timeout=self.stall_timeout)
 
 
 # Every `convert` option can come from the environment (flags win): option name → variable.
@@ -183,7 +189,7 @@ _FLAGS = {"force", "null", "json", "quiet", "no_progress", "keep_furniture"}
 # The options a Converter takes (the others belong to one run, or to the command line).
 CONVERTER_OPTIONS = ("engine", "model", "dtype", "prompt", "max_new_tokens", "threads", "model_size",
                      "keep_furniture", "devices", "dpi", "text_layer", "ray", "ray_workers", "max_batch",
-                     "max_wait_ms", "workers", "max_pixels", "schedule", "quantize", "backend")
+                     "max_wait_ms", "workers", "max_pixels", "schedule", "quantize", "stall_timeout", "backend")
 
 
 def parse_max_batch(value: "int | str") -> tuple[int, bool]:

@@ -39,7 +39,10 @@ Public API (everything a server needs; names are stable):
 - `stream(inputs, *, priority="bulk", pages=None)`: the PageResults of everything `inputs` names (files,
   folders), yielded as pages finish; closing the generator early cancels the rest.
 - `stats()`: a dict for health and metrics endpoints: `loaded`, `devices`, `queued` (pages waiting per
-  lane), `in_flight` (submitted, not finished), `batches`, `pages`, `mean_batch`, `workers` (per device).
+  lane), `in_flight` (submitted, not finished), `batches`, `pages`, `mean_batch`, `workers` (per device),
+  `stalled` (devices whose stall watchdog gave their pages up: the engine is stuck there).
+- `stall_timeout` (seconds, default 1800): a device with pages in hand and none finished for this long is
+  stuck; its pages resolve as failed ("stalled"), so no caller waits forever.
 
 PageResult: `markdown`, `status` (ok, failed, truncated), `ok`, `error`, `message`, `timings` (decode_s,
 infer_s, batch_size), `info`, `attachments`, `ref` (its `label`: "name page 2").
@@ -215,7 +218,8 @@ class Converter:
                 "queued": svc.lanes.depth() if svc is not None and svc.lanes is not None else
                 {lane: 0 for lane in PRIORITIES},
                 "in_flight": self._in_flight, "batches": batches, "pages": pages,
-                "mean_batch": round(pages / batches, 2) if batches else 0.0, "workers": workers}
+                "mean_batch": round(pages / batches, 2) if batches else 0.0, "workers": workers,
+                "stalled": sorted(devices.stalled) if devices is not None else []}
 
     # -- internals ----------------------------------------------------------------------------------
     def _local(self) -> Service:

@@ -6,6 +6,7 @@
      ├── EngineLoadError          5  the engine could not be loaded (missing package, weights, device)
      ├── OutputLockedError        6  another run is writing into the same output folder
      ├── OutputWriteError         7  the output cannot be written (disk full, quota, read-only, I/O error)
+     ├── StalledError             8  pages were in flight and none finished for --stall-timeout (a stuck engine)
      ├── Interrupted         130/143  stopped by SIGINT / SIGTERM (a result: the run still ends with a summary)
      └── PageError                -  one page failed; recorded in the manifest, never raised past a stage
           └── DecodeError            the file or page could not be read or rendered
@@ -28,6 +29,7 @@ class ExitCode(enum.IntEnum):
     ENGINE_LOAD = 5
     OUTPUT_LOCKED = 6  # another run holds the output folder's lock
     OUTPUT_WRITE = 7  # disk full or another error writing the output: stopped; rerun once fixed
+    STALLED = 8  # no page finished for --stall-timeout while pages were in flight: those failed, the run stopped
     INTERRUPTED = 130  # SIGINT (Ctrl-C): 128 + 2
     TERMINATED = 143  # SIGTERM (cron, systemd, timeout): 128 + 15
 
@@ -59,6 +61,13 @@ class OutputWriteError(OcrbatchError):
     system, I/O error, file size limit): the run stops; finished pages and their records are kept."""
 
     exit_code = ExitCode.OUTPUT_WRITE
+
+
+class StalledError(OcrbatchError):
+    """Pages were in flight and none finished for the stall timeout: the engine (or a decoder) is stuck. The
+    pages in flight fail with a line saying so; the run stops with its summary and a whole manifest."""
+
+    exit_code = ExitCode.STALLED
 
 
 class Interrupted(OcrbatchError):

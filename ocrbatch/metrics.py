@@ -22,7 +22,7 @@ from .pipeline.stats import STAGES, Snapshot
 log = logging.getLogger("ocrbatch")
 
 LAST_SUCCESS = "ocrbatch_last_success_timestamp_seconds"
-STATUSES = ("ok", "skipped", "failed", "truncated")
+STATUSES = ("ok", "skipped", "failed", "truncated", "cancelled")
 
 
 class MetricsFile:

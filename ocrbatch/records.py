@@ -23,6 +23,7 @@ class Status(str, enum.Enum):
     SKIPPED = "skipped"  # done by an earlier run for the same file and engine
     FAILED = "failed"
     TRUNCATED = "truncated"  # written, but the engine stopped at its output limit
+    CANCELLED = "cancelled"  # taken, then the run was stopped (a signal) before it finished: redone on a rerun
 
 
 def page_output(key: PurePosixPath, multipage: bool, page: int) -> PurePosixPath:

@@ -199,3 +199,41 @@ def test_an_out_of_memory_error_mid_decoding_sends_the_pages_through_whole_batch
         if schedule == "continuous":
             assert worker.controller.cap == 2 and worker.controller.ooms == 1
     assert outputs["static"] == outputs["continuous"]
+
+
+@pytest.mark.parametrize("fails", ["prefill", "join", "decode"])
+def test_pages_whose_step_raised_are_all_given_back_by_abandon(fails, never_ends, tmp_path):
+    """Whatever part of a step raises (the prefill of a group taken off the waiting pages, rows joining the
+    running ones, a decoding step), every page added and not yet returned is in what `abandon()` gives back,
+    once: none sits only in a local of the step that raised."""
+    engine = engine_for(never_ends, {"p0.png": 1}, max_new=6)
+    try:
+        decoder = engine.decoder()
+        pages = [engine.prepare(p) for p in pages_of(tmp_path, SIZES[:4])]
+        decoder.add(pages[:2])
+        finished = [page for page, _, _ in decoder.step(rows=2)]  # two rows running
+        decoder.add(pages[2:])
+        if fails == "join":  # the running rows' caches cannot take the joining ones (out of memory, say)
+            def cannot_extend(other):
+                raise RuntimeError("CUDA out of memory (simulated)")
+
+            decoder.running.extend = cannot_extend
+        else:
+            name = {"prefill": "_prefill", "decode": "_decode"}[fails]
+            real = getattr(decoder, name)
+
+            def broken(*args, **kwargs):
+                real(*args, **kwargs)  # the work is done (caches made, rows moved)...
+                raise RuntimeError("CUDA error: device-side assert triggered")  # ...and then it fails
+
+            setattr(decoder, name, broken)
+        while True:
+            try:
+                finished += [page for page, _, _ in decoder.step(rows=4)]
+            except RuntimeError:
+                break
+        back = decoder.abandon()
+        assert sorted(p.ref.source.path.name for p in back + finished) == [f"p{i}.png" for i in range(4)]
+        assert len({id(p) for p in back}) == len(back) and decoder.idle()
+    finally:
+        engine.close()

@@ -8,7 +8,8 @@
 
 The decoder this drives has `add(pages)`, `step(rows) -> [(page, generated, info)]`, `idle()`, `active`,
 `waiting`, `wanted(rows)` (how many pages it would like waiting), `abandon() -> pages` and `figures` (SlotFigures); the engine turns a generated page into its
-output (`engine.output`). When a step raises, every page the decoder holds is taken back and run through the
+output (`engine.output`). When a step raises, the decoder's state is dropped and every page the worker took
+and has not answered (its ledger, pipeline/infer.py: not only what the decoder still lists) is run through the
 static path (`InferWorker.run_batch`: split on failure, one result per page), after an out-of-memory error
 with the cap halved; decoding then goes on with the next pages.
 """
@@ -48,7 +49,6 @@ class StreamRunner:
             worker.memory.begin()
         window = (0, 0.0, decoder.figures.useful, 0)  # steps, seconds, tokens so far, rows summed
         while True:
-            worker.holding = decoder.pages()  # failed with the error if this loop breaks (a bug)
             while len(decoder.waiting) < decoder.wanted(self.cap()):
                 batch = take(decoder.idle())  # block only when there is nothing to decode
                 if batch is None:
@@ -85,7 +85,7 @@ class StreamRunner:
                 taken = self._since.pop(id(page), t0)
                 worker.emit_output(page, out, {"decode_s": page.decode_s, "infer_s": time.perf_counter() - taken,
                                                "batch_size": float(decoder.active + len(done))})
-                self.engine.release([page])
+                worker.release([page])
             worker.count(len(done), time.perf_counter() - t0, busy, batches=decoder.figures.prefills - prefills)
             steps, seconds, tokens0, summed = window
             window = (steps + 1, seconds + spent, tokens0, summed + decoder.active)
@@ -105,8 +105,13 @@ class StreamRunner:
         self.decoder.add(pages)
 
     def _recover(self, oom: bool, rows: int) -> None:
-        """Every page the decoder held goes through whole batches (each gets exactly one result)."""
-        pages = self.decoder.abandon()
+        """Every page taken and not yet answered (the worker's ledger: whatever the decoder still knows of)
+        goes through whole batches, each to exactly one result."""
+        try:
+            self.decoder.abandon()
+        except Exception as exc:  # noqa: BLE001 - its state is dropped either way; the ledger has the pages
+            log.debug("abandoning the decoder's rows failed: %s", exc)
+        pages = self.worker.holding
         gc.collect()
         if oom:
             self.engine.after_out_of_memory()
@@ -119,6 +124,6 @@ class StreamRunner:
             try:
                 self.worker.run_batch(chunk)
             finally:
-                self.engine.release(chunk)
+                self.worker.release(chunk)
             for p in chunk:
                 self._since.pop(id(p), None)

@@ -23,7 +23,7 @@ import time
 from typing import Any, Callable, Sequence
 
 from ..engines.base import Runner
-from ..errors import error_line, is_out_of_memory
+from ..errors import EngineLoadError, OcrbatchError, error_line, is_out_of_memory
 from ..gpu.device import MemoryProbe
 from ..gpu.throughput import ThroughputController
 from ..records import Batch, PageImage, PageOutput, PageResult, Status
@@ -60,7 +60,12 @@ class InferWorker:
         self.started: float | None = None  # when the first batch arrived
         self.ended: float | None = None  # when the last one was done
         self.warm_allocations: int | None = None  # allocations when warm-up ended
-        self.holding: list[PageImage] = []  # pages taken and not yet answered (failed if the loop breaks)
+        # The ledger: every page taken and not yet answered, from `take` to its one result. A page gets a
+        # result only by leaving it (`_send`), so none gets two; whatever breaks the loop, those still in it
+        # fail (`fail_held`), so none gets none.
+        self.ledger: dict[int, PageImage] = {}
+        self._ledger_lock = threading.Lock()  # the device watchdog's thread reads and empties it too
+        self.progress = time.monotonic()  # when a page last left the ledger, or the first entered an empty one
         self._outbox: list[tuple[PageImage, PageResult]] | None = None
         self._filled = False
 
@@ -69,6 +74,7 @@ class InferWorker:
         """Take batches until there are none. `begin` is called as each batch starts, `busy` with the time
         it took. With `ahead`, the next batch is taken and staged before this one runs (its copy overlaps
         this compute); without, a batch is chosen only when the device is free (the latest priorities)."""
+        take = self._ledgered(take)
         batch, staging_s = self._take(take, block=True)
         decoder = self.engine.decoder() if batch is not None else None
         if decoder is not None:
@@ -79,9 +85,7 @@ class InferWorker:
             return
         self.slots = getattr(self.engine, "slots", None)
         while batch is not None:
-            self.holding = list(batch.pages)
             upcoming = self._take(take, block=False) if ahead else (None, 0.0)
-            self.holding += list(upcoming[0].pages) if upcoming[0] is not None else []
             if begin is not None:
                 begin()
             t0 = time.perf_counter()
@@ -89,14 +93,67 @@ class InferWorker:
             try:
                 self.run_batch(batch.pages)
             finally:
-                self.engine.release(batch.pages)
+                self.release(batch.pages)
             self.count(len(batch), staging_s + time.perf_counter() - t0, busy)
             outbox, self._outbox = self._outbox, None
             for page, result in outbox:
                 self._send(page, result)
-            self.holding = list(upcoming[0].pages) if upcoming[0] is not None else []
             batch, staging_s = upcoming if upcoming[0] is not None else self._take(take, block=True)
         self.ended = time.monotonic()
+
+    def _ledgered(self, take: Take) -> Take:
+        """`take`, with every page it hands out entered in the ledger before anything else can raise."""
+        def taking(block: bool) -> Batch | None:
+            batch = take(block)
+            if batch is not None:
+                self._enter(batch.pages)
+            return batch
+        return taking
+
+    def _enter(self, pages: Sequence[PageImage]) -> None:
+        with self._ledger_lock:
+            if not self.ledger:
+                self.progress = time.monotonic()
+            for page in pages:
+                self.ledger.setdefault(id(page), page)
+
+    @property
+    def holding(self) -> list[PageImage]:
+        """The pages taken and not yet answered."""
+        with self._ledger_lock:
+            return list(self.ledger.values())
+
+    def stalled_for(self, now: float) -> float:
+        """Seconds since a page last finished while pages are in hand (0 when none is)."""
+        with self._ledger_lock:
+            return now - self.progress if self.ledger else 0.0
+
+    def give_up(self, exc: BaseException) -> int:
+        """From another thread, while this worker's thread is stuck in the engine: every page in hand fails with
+        `exc` (their buffers stay: the engine may still be using them). Returns how many."""
+        held = self.holding
+        for page in held:  # straight out, not through a batch's outbox: the batch may never end
+            self._deliver(page, PageResult(ref=page.ref, status=Status.FAILED, error=error_line(exc),
+                                           timings={"decode_s": page.decode_s}))
+        return len(held)
+
+    def fail_held(self, exc: BaseException) -> None:
+        """Whatever broke the worker's loop: results already decided go out, every other page still in the
+        ledger fails with `exc`, once."""
+        outbox, self._outbox = self._outbox or [], None
+        for page, result in outbox:
+            self._send(page, result)
+        for page in self.holding:
+            self.emit_output(page, exc, {"decode_s": page.decode_s})
+        self.release(self.holding)
+
+    def release(self, pages: Sequence[PageImage]) -> None:
+        """The engine frees what `pages` held; its failing to is logged, never a page's failure (the page's
+        result is already decided) nor the worker's."""
+        try:
+            self.engine.release(pages)
+        except Exception as exc:  # noqa: BLE001 - engine code is foreign
+            log.warning("releasing the buffers of %d page(s) failed: %s", len(pages), error_line(exc))
 
     def _take(self, take: Take, block: bool) -> tuple[Batch | None, float]:
         """The next batch, staged; and how long staging took."""
@@ -139,11 +196,16 @@ class InferWorker:
             tokens=self.slots.useful if self.slots is not None else None)
 
     def run_batch(self, pages: Sequence[PageImage]) -> None:
-        """Infer `pages`, splitting on failure; every page ends in exactly one result."""
+        """Infer `pages`, splitting on failure; every page ends in exactly one result. Pages handed here
+        directly (not taken by `run`: a Ray worker's, a recovery's) enter the ledger first."""
+        self._enter(pages)
+        self._run_batch(pages)
+
+    def _run_batch(self, pages: Sequence[PageImage]) -> None:
         cap = self.controller.cap + self.room if self.controller is not None else len(pages)
         if len(pages) > cap:  # the cap dropped (out of memory) since this batch was formed
             for i in range(0, len(pages), cap):
-                self.run_batch(pages[i:i + cap])
+                self._run_batch(pages[i:i + cap])
             return
         t0 = time.perf_counter()
         if self.memory is not None:
@@ -162,8 +224,8 @@ class InferWorker:
             if len(pages) > 1:
                 log.debug("batch of %d failed (%s); splitting", len(pages), error_line(failure))
                 half = len(pages) // 2
-                self.run_batch(pages[:half])
-                self.run_batch(pages[half:])
+                self._run_batch(pages[:half])
+                self._run_batch(pages[half:])
                 return
             outputs = [failure]
         elif self.controller is not None:
@@ -200,7 +262,18 @@ class InferWorker:
     def _send(self, page: PageImage, result: PageResult) -> None:
         if self._outbox is not None:
             self._outbox.append((page, result))
-        elif page.reply is not None:
+            return
+        self._deliver(page, result)
+
+    def _deliver(self, page: PageImage, result: PageResult) -> None:
+        """The page's one result, out of the ledger; a second one is dropped."""
+        with self._ledger_lock:
+            answered = self.ledger.pop(id(page), None) is None
+            self.progress = time.monotonic()
+        if answered:
+            log.debug("%s: a second result dropped (%s)", page.ref.label, result.status.value)
+            return
+        if page.reply is not None:
             page.reply.deliver(result)
         else:
             self.emit(result)
@@ -214,8 +287,10 @@ class Devices:
 
     def __init__(self, runners: list[Runner], devices: tuple[str, ...], lanes: Lanes,
                  controllers: list[ThroughputController], memory: Callable[[str], MemoryProbe | None],
-                 room: int = 0) -> None:
+                 room: int = 0, stall_timeout: float | None = None) -> None:
         self.lanes, self.controllers = lanes, controllers
+        self.stall_timeout = stall_timeout
+        self.stalled: dict[str, float] = {}  # device -> when its watchdog gave its pages up
         self.runners, self.devices = runners, devices
         self.loaded = [False] * len(runners)
         self.watchers: list[Stats] = []
@@ -226,6 +301,25 @@ class Devices:
                          for i, d in enumerate(devices)]
         for t in self._threads:
             t.start()
+        self._closing = threading.Event()
+        if stall_timeout is not None:
+            threading.Thread(target=self._watch, name="stall-watchdog", daemon=True).start()
+
+    def _watch(self) -> None:
+        """The device watchdog: a worker with pages in hand and none finished for the stall timeout is stuck in
+        the engine; its pages fail as stalled (their owners hear at once), the device is marked stalled."""
+        from ..errors import StalledError
+
+        timeout = float(self.stall_timeout or 0)
+        while not self._closing.wait(min(1.0, timeout / 4)):
+            now = time.monotonic()
+            for device, worker in zip(self.devices, self.workers):
+                if worker.stalled_for(now) > timeout:
+                    why = StalledError(f"stalled: no page finished on {device} in {timeout:.0f} s "
+                                       "(--stall-timeout); the engine is stuck")
+                    n = worker.give_up(why)
+                    self.stalled[device] = now
+                    log.error("%s: %d page(s) failed as stalled", why, n)
 
     def load(self) -> None:
         """Load every device's runner now (a server's readiness); raises EngineLoadError."""
@@ -236,7 +330,14 @@ class Devices:
         with self._locks[i]:
             if not self.loaded[i]:
                 self._each(lambda st: st.begin("infer"))  # loading shows as busy
-                self.runners[i].load(self.devices[i])
+                try:
+                    self.runners[i].load(self.devices[i])
+                except OcrbatchError:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - whatever the engine raised, it cannot run: exit 5
+                    log.debug("loading the engine on %s", self.devices[i], exc_info=True)
+                    raise EngineLoadError(f"the engine failed to load on {self.devices[i]}: "
+                                          f"{error_line(exc)}") from exc
                 self.loaded[i] = True
 
     def _each(self, fn: Callable[[Stats], None]) -> None:
@@ -276,16 +377,19 @@ class Devices:
                            begin=lambda: self._each(lambda st: st.begin("infer")),
                            ahead=type(runner).stage is not Runner.stage)  # no staging: choose late, for priority
                 return
-            except Exception as exc:  # noqa: BLE001 - a bug: the pages in hand fail with it, the device goes on
+            except Exception as exc:  # noqa: BLE001 - the pages in hand fail with it, the device goes on
                 log.debug("infer worker on %s", self.devices[i], exc_info=True)
-                _fail(worker.holding, exc)
-                worker.holding = []
+                worker.fail_held(exc)
 
     def figures(self) -> tuple[WorkerFigures, ...]:
         return tuple(w.figures() for w in self.workers)
 
+    def stop_watching(self) -> None:
+        self._closing.set()
+
     def close(self) -> None:
         """Finish what waits, then unload every runner."""
+        self._closing.set()
         self.lanes.close()
         for t in self._threads:
             t.join()

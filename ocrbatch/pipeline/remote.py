@@ -118,13 +118,20 @@ class PageConverter:
             if not self.loaded:
                 import ray
 
-                self.engine.load("cuda:0" if ray.get_gpu_ids() else "cpu")
+                device = "cuda:0" if ray.get_gpu_ids() else "cpu"
+                try:
+                    self.engine.load(device)
+                except OcrbatchError:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - whatever the engine raised, it cannot run: exit 5
+                    raise EngineLoadError(f"the engine failed to load on a Ray worker's {device}: "
+                                          f"{error_line(exc)}") from exc
                 self.loaded = True
             worker = InferWorker(self.engine, results.append, self.controller)
             try:
                 worker.run_batch(images)
             finally:
-                self.engine.release(images)
+                worker.release(images)  # a failure to free is logged, never the pages' failure
         return results
 
     def _local(self, blob: Blob) -> Path:
@@ -241,7 +248,7 @@ class Dispatcher:
             del self.pending[task]
             self.load[i] -= 1
             self.busy(time.perf_counter() - sent, len(refs))
-            for result in results:
+            for result in one_each(refs, results):
                 self.emit(result)
 
     def _lost(self, i: int, exc: BaseException) -> None:
@@ -312,6 +319,20 @@ def run(config: RunConfig, uses_gpu: bool, refs: ClosableQueue[PageRef], results
         dispatcher.drain()
     finally:
         results.close()
+
+
+def one_each(refs: list[PageRef], results: list[PageResult]) -> list[PageResult]:
+    """Exactly one result for each page a task was sent: a second result for a page is dropped, a page the
+    worker returned nothing for fails (a worker's bug must not lose it)."""
+    by_ref: dict[PageRef, PageResult] = {}
+    for result in results:
+        if result.ref in by_ref or result.ref not in refs:
+            log.debug("a Ray worker returned an extra result for %s; dropped", result.ref)
+            continue
+        by_ref[result.ref] = result
+    missing = [PageResult(ref=r, status=Status.FAILED, error="the Ray worker returned no result for this page")
+               for r in refs if r not in by_ref]
+    return list(by_ref.values()) + missing
 
 
 def _started(actors: list, timeout: float) -> list:

@@ -15,12 +15,13 @@ import time
 from typing import IO, Any, Callable
 
 from ..config import RunConfig
-from ..errors import NoInputsError, OcrbatchError, OutputWriteError
+from ..errors import Interrupted, NoInputsError, OcrbatchError, OutputWriteError, StalledError
 from ..manifest import Manifest
 from ..memory import return_large_buffers_to_os
 from ..records import PageRef, PageResult, Status
 from . import decode, discover, remote, signals, write
 from .lanes import RunReply
+from .ledger import LedgerQueue, PageLedger
 from .lock import OutputLock
 from .queue import ClosableQueue, stage_thread
 from .service import Service, lent
@@ -40,7 +41,8 @@ class _Run:
         self.found = discover.Discovery()
         n_dec = 0 if config.ray else config.workers
         self.stats = Stats(workers={"decode": n_dec, "infer": len(service.device_names)})
-        self.refs: ClosableQueue[PageRef] = ClosableQueue(max(64, 4 * n_dec), 1, "decode")
+        self.ledger = PageLedger()  # every page taken off `refs` gets exactly one record (ledger.py)
+        self.refs: ClosableQueue[PageRef] = LedgerQueue(self.ledger, max(64, 4 * n_dec), 1, "decode")
         self.results: ClosableQueue[PageResult] = ClosableQueue(256, 1 + n_dec + 1, "write")
         self.reply = RunReply(self.results, self.lanes, n_dec, fail=self.stop) if self.lanes is not None else None
         self.pdfs = decode.PdfCache(size=n_dec + 1)  # open PDFs, shared by the decode threads
@@ -70,8 +72,30 @@ class _Run:
                    connected=lambda d: setattr(self, "dispatcher", d))
 
     def write(self) -> None:  # on the caller's thread
-        write.run(self.results, self.writer, lambda s: self.stats.add_busy("write", s), self.failures,
-                  tick=self.check_signals)
+        write.run(self.results, self.writer, self._write_busy, self.failures, tick=self.check_signals,
+                  admit=self.ledger.answer)
+
+    def _write_busy(self, seconds: float) -> None:
+        self.stats.add_busy("write", seconds)
+
+    def close_out(self) -> None:
+        """The pages taken and never answered (cut short by a stop, stuck, or lost) get their one record."""
+        status, why = Status.FAILED, "lost: no result came back for this page (an ocrbatch bug; rerun to retry it)"
+        if isinstance(self.stopping, StalledError):
+            why = f"stalled: {self.stopping}"
+        elif isinstance(self.stopping, Interrupted):
+            status, why = Status.CANCELLED, f"cancelled: {self.stopping.signal_name} stopped the run first"
+        elif self.stopping is not None or self.crash is not None:
+            status, why = Status.CANCELLED, f"cancelled: the run stopped first ({self.stopping or self.crash})"
+        left = self.ledger.close_out(why)
+        if left and status is Status.FAILED and self.stopping is None:
+            log.error("%d page(s) got no result: recorded as failed (this is a bug, please report it)", len(left))
+        try:
+            for result in left:
+                result.status = status
+                write.write_one(result, self.writer, self._write_busy, self.failures)
+        except (OcrbatchError, OSError) as exc:  # the output cannot take them (disk full): the run says so already
+            log.debug("cannot record the pages cut short: %s", exc)
 
     def execute(self, watch: Watch | None) -> Summary:
         stages = [("discover", self.discover)] + ([("remote", self.remote)] if self.config.ray else
@@ -95,6 +119,7 @@ class _Run:
                 t.join(timeout=5 if self.crash or self.aborted or not self.results.closed else None)
             if self.devices is not None:
                 self.devices.watchers.remove(self.stats)
+            self.close_out()
             self.manifest.close()
             self.pdfs.close()
         if self.crash is not None:
@@ -102,7 +127,15 @@ class _Run:
         return self._summary()
 
     def check_signals(self) -> None:  # on the writing thread, every half second at least
-        if (why := signals.requested()) is not None and self.stopping is None:
+        timeout = self.config.stall_timeout
+        device_stalled = self.devices is not None and bool(self.devices.stalled)
+        if self.stopping is None and (self.ledger.stalled(timeout) or device_stalled):
+            n = self.ledger.in_flight()
+            log.error("no page finished in %.0f s with %d in flight: the engine (or a decoder) is stuck; those "
+                      "pages fail and the run stops (--stall-timeout)", timeout, n)
+            self.stop(why=StalledError(f"no page finished in {timeout:.0f} s (--stall-timeout); {n} page(s) in "
+                                       "flight failed, the rest were not started: rerun to retry"))
+        elif (why := signals.requested()) is not None and self.stopping is None:
             log.warning("%s: taking no more pages; finishing the pages in progress (up to %.0f s; send it again "
                         "to stop at once)", why.signal_name, signals.GRACE_S)
             self.stop(why=why, grace_s=signals.GRACE_S)

@@ -58,7 +58,8 @@ class Service:
             batcher = Batcher(cap(), wait, key=self.front.bucket_key, starve_s=config.starve_s, room=ROOM)
             self.lanes = Lanes(batcher, limit=config.max_batch * (len(self.device_names) + 2) + config.workers,
                                cap=cap)
-            self.devices = Devices(runners, self.device_names, self.lanes, self.controllers, MemoryProbe, room=ROOM)
+            self.devices = Devices(runners, self.device_names, self.lanes, self.controllers, MemoryProbe, room=ROOM,
+                                   stall_timeout=config.stall_timeout)
         self.sampler.start()
 
     def close(self, wait: bool = True) -> None:
@@ -68,6 +69,7 @@ class Service:
                 if wait and not self.cut_short:
                     self.devices.close()
                 else:  # stopping early: wake decode threads held back by the engine's buffers, wait for nothing
+                    self.devices.stop_watching()
                     self.front.abort()
                     self.lanes.close()
             elif self.config.ray == "local":

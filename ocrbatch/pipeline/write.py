@@ -71,21 +71,28 @@ class Writer:
 
 
 def run(results: ClosableQueue[PageResult], writer: Writer, busy: Callable[[float], None],
-        failures: list[str], keep: int = 100, tick: Callable[[], None] = lambda: None) -> None:
-    """Write every result until the queue is closed and drained; the first `keep` failures' lines are kept.
-    `tick` is called between results, at least every half second. Raises OutputWriteError (the run stops)."""
+        failures: list[str], keep: int = 100, tick: Callable[[], None] = lambda: None,
+        admit: Callable[[PageResult], bool] = lambda result: True) -> None:
+    """Write every result `admit` lets through (the ledger: a page's first) until the queue is closed and
+    drained; the first `keep` failures' lines are kept. `tick` is called between results, at least every half
+    second. Raises OutputWriteError (the run stops)."""
     while True:
         tick()
         try:
             result = results.get(timeout=0.5)
         except Closed:
             return
-        if result is not None:
-            t0 = time.perf_counter()
-            writer.write(result)
-            busy(time.perf_counter() - t0)
-            if result.status is Status.FAILED and len(failures) < keep:
-                failures.append(writer.last_error or "")
+        if result is not None and admit(result):
+            write_one(result, writer, busy, failures, keep)
+
+
+def write_one(result: PageResult, writer: Writer, busy: Callable[[float], None], failures: list[str],
+              keep: int = 100) -> None:
+    t0 = time.perf_counter()
+    writer.write(result)
+    busy(time.perf_counter() - t0)
+    if result.status is Status.FAILED and len(failures) < keep:
+        failures.append(writer.last_error or "")
 
 
 def check_output(out: Path) -> None:

@@ -25,6 +25,8 @@ def summary_table(summary: Summary) -> Table:
              Text(f"{c['failed']} failed", style="red" if c["failed"] else "")]
     if c.get("truncated"):
         parts.append(Text(f"{c['truncated']} truncated", style="yellow"))
+    if c.get("cancelled"):
+        parts.append(Text(f"{c['cancelled']} cancelled", style="yellow"))
     files = f" in {summary.sources} file{'s' if summary.sources != 1 else ''}"
     table.add_row("pages", Text.assemble(f"{summary.pages_total}{files}: ", Text(", ").join(parts)))
     if summary.missing_inputs:

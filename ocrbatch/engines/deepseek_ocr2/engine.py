@@ -489,7 +489,10 @@ def quantization(transformers: Any, torch: Any, mode: str, dtype: Any, device: s
                               "nf4 runs on a CPU too")
     # The language model only (nearly all the weights): the vision towers, their projector and the output head
     # keep their precision (bitsandbytes' int8 kernels also refuse the towers' 4-D activations).
-    skip = ["vision_tower", "multi_modal_projector", "lm_head"]
+    # Named both ways: transformers 5.x matches a name from the start of the module path (or as its suffix), so
+    # the bare "vision_tower" no longer covers "model.vision_tower..." and the towers were quantized too.
+    kept = ["vision_tower", "multi_modal_projector"]
+    skip = [*kept, *(f"model.{name}" for name in kept), "lm_head"]
     if mode == "int8":
         config = transformers.BitsAndBytesConfig(load_in_8bit=True, llm_int8_skip_modules=skip)
     else:

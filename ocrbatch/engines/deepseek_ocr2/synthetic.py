@@ -62,7 +62,9 @@ def tiny_config(tok):
                initializer_range=0.02)  # the default (1e-10) would make every page look alike
     encoder = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=2,
                    num_key_value_heads=2)
-    text = dict(vocab_size=len(tok), hidden_size=64, intermediate_size=128, moe_intermediate_size=32,
+    # Every language-model weight at least 64 wide on its input side: bitsandbytes packs 4-bit weights in
+    # blocks of 64 (its CPU path fails on a narrower one, e.g. a 32-wide expert).
+    text = dict(vocab_size=len(tok), hidden_size=64, intermediate_size=128, moe_intermediate_size=64,
                 num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2,
                 mlp_layer_types=["dense", "sparse"], n_routed_experts=4, n_shared_experts=1, num_experts_per_tok=2,
                 max_position_embeddings=4096, **_token_ids(tok))

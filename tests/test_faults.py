@@ -1,0 +1,302 @@
+"""The fault-injection harness: an engine made to raise (or hang) at a call chosen by a seed, run through each
+path a page can take — `convert` with static batches and with continuous decoding (the tiny random
+DeepSeek-OCR-2 model: mechanics, not OCR), `Converter.submit`, `serve` and `--ray local`. For every seed:
+
+- the run ends within a bound (a hang only through the stall watchdog);
+- each page has exactly one record (one result, one future resolved once);
+- a page failed only with the injected error (the pages the fault did not touch are ok);
+- the exit code is the documented one: 0 all ok, 3 some failed, 5 the engine could not load, 8 stalled.
+
+`make test` runs one seed per fault point of each path (OCRBATCH_FAULT_SEEDS sets how many per path); `make faults` runs 200 and more (hangs
+among them) and prints the tally (scripts/fault_harness.py).
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import threading
+import time
+import zlib
+from pathlib import Path
+
+import pytest
+
+from conftest import draw_page, manifest
+from engines.faults import POINTS_CONTINUOUS, POINTS_PLAIN, POINTS_STATIC, Fault, faulty
+from ocrbatch.config import EngineOptions, RunConfig
+from ocrbatch.engines import registry
+from ocrbatch.engines.fake import FakeEngine
+from ocrbatch.errors import ExitCode, OcrbatchError
+from ocrbatch.pipeline.run import run
+
+SEEDS = int(os.environ.get("OCRBATCH_FAULT_SEEDS", "0"))  # per path; 0: one per fault point of the path
+HANGS = os.environ.get("OCRBATCH_FAULT_HANGS") == "1"  # hangs among the seeds too (20 s each: make faults)
+BOUND_S = 120.0  # no seed's run may take longer (the stall timeout below is 20 s)
+STALL_S = 20.0  # far above a page's time here, even on a loaded 2-core machine
+TALLY: collections.Counter = collections.Counter()  # "path: what" -> count; scripts/fault_harness.py prints it
+
+
+class Tally:
+    """One path's counts in TALLY."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __getitem__(self, key: str) -> int:
+        return TALLY[f"{self.path}: {key}"]
+
+    def __setitem__(self, key: str, value: int) -> None:
+        TALLY[f"{self.path}: {key}"] = value
+
+
+@pytest.fixture(scope="module", autouse=True)
+def tally_file():
+    """With OCRBATCH_FAULT_TALLY set (scripts/fault_harness.py), the tally is written there at the end."""
+    yield
+    if os.environ.get("OCRBATCH_FAULT_TALLY"):
+        import json
+
+        Path(os.environ["OCRBATCH_FAULT_TALLY"]).write_text(json.dumps(dict(TALLY), indent=1))
+
+
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory) -> list[Path]:
+    """Six small pages (no crops for DeepSeek-OCR-2: cheap on a CPU), one of them a two-page PDF."""
+    from conftest import save_pdf
+
+    folder = tmp_path_factory.mktemp("fault-pages")
+    paths = []
+    for i in range(4):
+        path = folder / f"page{i}.png"
+        draw_page(f"Page {i}\n" + "words " * (i + 1), size=(640, 480)).save(path)
+        paths.append(path)
+    save_pdf(folder / "doc.pdf", [draw_page(f"PDF page {n}", size=(640, 480)) for n in (1, 2)])
+    return paths + [folder / "doc.pdf"]
+
+
+EXPECTED_PAGES = 6
+# A random model rarely ends a page by itself: every page gets exactly 3 tokens ("truncated", exit 3, as a page
+# at the token limit is), and none is retried.
+TOKENS = dict(max_new_tokens=3, min_new_tokens=3)
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    if not hasattr(transformers, "DeepseekOcr2ForConditionalGeneration"):
+        pytest.skip("transformers has no DeepSeek-OCR-2 model")
+    from tiny_deepseek import build
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield build(tmp_path_factory.mktemp("fault-model") / "model")
+    torch.set_num_threads(threads)
+
+
+def _registered(base: type, fault: Fault) -> tuple[str, type]:
+    cls = faulty(base, fault, name=f"faulty-{id(fault)}")
+    registry.register(cls.name, cls)
+    return cls.name, cls
+
+
+def _convert(base: type, fault: Fault, pages: list[Path], out: Path, stall_s: float = STALL_S,
+             **config) -> tuple[int, list[dict], float]:
+    """One seed through `run` (what `convert` does): (exit code, manifest records, seconds)."""
+    name, cls = _registered(base, fault)
+    t0 = time.monotonic()
+    try:
+        summary = run(RunConfig(inputs=tuple(map(str, pages)), output=out, engine=name, workers=2,
+                                stall_timeout=stall_s, **config))
+        code = int(summary.exit_code)
+    except OcrbatchError as exc:
+        code = int(exc.exit_code)
+    finally:
+        cls.tripwire.release_hangs()
+        registry.unregister(name)
+    records = manifest(out) if (out / "manifest.jsonl").exists() else []
+    return code, records, time.monotonic() - t0
+
+
+def check_run(path: str, fault: Fault, code: int, records: list[dict], seconds: float, tripped: int) -> None:
+    """What every seed of a convert path must show."""
+    tally = Tally(path)
+    tally["seeds"] += 1
+    assert seconds < BOUND_S, f"{fault}: took {seconds:.0f} s"
+    keys = [(Path(r["source"]).name, r["page"]) for r in records]
+    dupes = [k for k, n in collections.Counter(keys).items() if n > 1]
+    assert not dupes, f"{fault}: pages with more than one record: {dupes}"
+    by_status = collections.Counter(r["status"] for r in records)
+    failed = [r for r in records if r["status"] == "failed"]
+    done = by_status["ok"] + by_status["truncated"]
+    if fault.at == "load" and tripped:
+        assert code == ExitCode.ENGINE_LOAD, (fault, code, records)
+        assert not by_status["ok"] and not by_status["truncated"], fault
+        tally["exit 5"] += 1
+        return
+    tally["pages"] += len(records)
+    if fault.kind == "hang" and tripped:
+        assert code == ExitCode.STALLED, (fault, code, records)
+        assert any("stalled" in r["error"] for r in failed), (fault, records)
+        assert all("stalled" in r["error"] or "injected" in r["error"] for r in failed), (fault, failed)
+        tally["exit 8"] += 1
+        tally["stalled pages"] += sum("stalled" in r["error"] for r in failed)
+        return
+    assert len(records) == EXPECTED_PAGES, f"{fault}: {len(records)} records: {records}"
+    assert all("injected" in r["error"] for r in failed), (fault, failed)
+    assert done + len(failed) == EXPECTED_PAGES, (fault, by_status)
+    if not fault.sticky:  # one call failed: at most the one page it was about
+        assert len(failed) <= 1, (fault, failed)
+    assert code == (ExitCode.PARTIAL if failed or by_status["truncated"] else ExitCode.OK), (fault, code, by_status)
+    tally["lost pages"] += EXPECTED_PAGES - len(records)  # asserted 0 above: counted for the tally's sake
+    tally[f"exit {code}"] += 1
+    tally["failed pages"] += len(failed)
+
+
+def _seeds(path: str, points: tuple[str, ...]) -> list[int]:
+    """Seeds whose faults cover every point of the path (Fault.from_seed: point = seed mod points)."""
+    n = SEEDS or len(points)
+    base = zlib.crc32(path.encode()) % 10_000 * len(points)
+    return [base + i for i in range(n)]
+
+
+@pytest.mark.parametrize("seed", _seeds("static", POINTS_STATIC))
+def test_convert_with_static_batches_keeps_every_page_once(seed, pages, tiny_model, tmp_path):
+    from ocrbatch.engines.deepseek_ocr2.engine import DeepseekOcr2Engine
+
+    fault = Fault.from_seed(seed, POINTS_STATIC, hangs=HANGS)
+    code, records, seconds = _convert(DeepseekOcr2Engine, fault, pages, tmp_path / "out", devices="cpu",
+                                      max_batch=3, engine_options=EngineOptions(
+                                          model=tiny_model, **TOKENS, schedule="static"))
+    check_run("convert static", fault, code, records, seconds, tripped=_tripped(fault, records, code))
+
+
+@pytest.mark.parametrize("seed", _seeds("continuous", POINTS_CONTINUOUS))
+def test_convert_with_continuous_decoding_keeps_every_page_once(seed, pages, tiny_model, tmp_path):
+    from ocrbatch.engines.deepseek_ocr2.engine import DeepseekOcr2Engine
+
+    fault = Fault.from_seed(seed, POINTS_CONTINUOUS, hangs=HANGS)
+    code, records, seconds = _convert(DeepseekOcr2Engine, fault, pages, tmp_path / "out", devices="cpu",
+                                      max_batch=3, engine_options=EngineOptions(
+                                          model=tiny_model, **TOKENS, schedule="continuous"))
+    check_run("convert continuous", fault, code, records, seconds, tripped=_tripped(fault, records, code))
+
+
+def _tripped(fault: Fault, records: list[dict], code: int) -> int:
+    """Whether the fault went off (a call it names may never come: a page count below `nth`)."""
+    if fault.at == "load":
+        return int(code == ExitCode.ENGINE_LOAD)
+    if fault.kind == "hang":
+        return int(code == ExitCode.STALLED)
+    return 1
+
+
+@pytest.mark.parametrize("seed", _seeds("converter", POINTS_PLAIN))
+def test_converter_submit_resolves_every_future_once(seed, pages, tmp_path):
+    from ocrbatch import Converter
+
+    fault = Fault.from_seed(seed, POINTS_PLAIN)
+    name, cls = _registered(FakeEngine, fault)
+    resolved: collections.Counter = collections.Counter()
+    try:
+        with Converter(engine=name, max_batch=2, workers=2, max_wait_ms=20) as conv:
+            futures = []
+            for path in pages:
+                got = conv.submit(path, priority="bulk" if path.suffix == ".pdf" else "interactive")
+                futures += got if isinstance(got, list) else [got]
+            for i, f in enumerate(futures):
+                f.add_done_callback(lambda _f, i=i: resolved.update([i]))
+            outcomes = [_outcome(f) for f in futures]
+    finally:
+        registry.unregister(name)
+    tally = Tally("converter")
+    tally["seeds"] += 1
+    assert len(futures) == EXPECTED_PAGES and all(resolved[i] == 1 for i in range(len(futures))), resolved
+    if fault.at == "load":  # the pages of the batch that met it fail with it; a later batch loads again
+        assert "engine" in outcomes and set(outcomes) <= {"engine", "ok"}, outcomes
+        assert fault.sticky or "ok" in outcomes or len(futures) <= 2, outcomes
+        tally["exit 5"] += 1
+        return
+    assert all(o in ("ok", "injected") for o in outcomes), (fault, outcomes)
+    if not fault.sticky:
+        assert outcomes.count("injected") <= 1, (fault, outcomes)
+    tally["pages"] += len(outcomes)
+    tally["failed pages"] += outcomes.count("injected")
+
+
+def _outcome(future) -> str:
+    from ocrbatch.errors import EngineLoadError
+
+    try:
+        result = future.result(timeout=BOUND_S)
+    except EngineLoadError:
+        return "engine"
+    if result.ok:
+        return "ok"
+    return "injected" if "injected" in (result.error or "") else f"other: {result.error}"
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    ray = pytest.importorskip("ray")
+    import logging
+
+    import engines
+
+    ray.cloudpickle.register_pickle_by_value(engines)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+    yield
+    ray.shutdown()
+
+
+@pytest.mark.parametrize("seed", _seeds("ray", POINTS_PLAIN))
+def test_ray_keeps_every_page_once(seed, pages, ray_cluster, tmp_path):
+    fault = Fault.from_seed(seed, POINTS_PLAIN)
+    code, records, seconds = _convert(FakeEngine, fault, pages, tmp_path / "out", ray="auto", ray_workers=1,
+                                      max_batch=2)
+    check_run("ray local", fault, code, records, seconds, tripped=_tripped(fault, records, code))
+
+
+def test_a_hung_engine_is_failed_by_the_watchdog_with_a_whole_manifest(pages, tmp_path):
+    """Every page waits behind a batch that never returns: the pages in flight fail as stalled, exit 8."""
+    fault = Fault(at="infer", nth=1, kind="hang")
+    code, records, seconds = _convert(FakeEngine, fault, pages, tmp_path / "out", stall_s=2, max_batch=2)
+    assert code == ExitCode.STALLED
+    assert records and all(r["status"] == "failed" and "stalled" in r["error"] for r in records), records
+    assert len({(r["source"], r["page"]) for r in records}) == len(records)
+    again_code, again, _ = _convert(FakeEngine, Fault(at="infer", nth=99, kind="plain"), pages, tmp_path / "out")
+    assert again_code == ExitCode.OK and sum(r["status"] == "ok" for r in again) == EXPECTED_PAGES  # a rerun retries
+
+
+def test_threads_left_by_a_hang_do_not_keep_the_process(pages, tmp_path):
+    """The stuck thread is let go after the run; the run itself did not wait for it."""
+    before = threading.active_count()
+    fault = Fault(at="infer", nth=1, kind="hang")
+    code, _, seconds = _convert(FakeEngine, fault, pages, tmp_path / "out", stall_s=2, max_batch=6)
+    assert code == ExitCode.STALLED and seconds < BOUND_S
+    deadline = time.monotonic() + 10
+    while threading.active_count() > before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert threading.active_count() <= before + 1  # the sampler may still be stopping
+
+
+def test_a_converter_whose_engine_hangs_answers_its_callers_and_says_which_device_stalled(pages):
+    """No watching run here (the Python API, or serve): the device watchdog fails the stuck pages itself."""
+    from concurrent.futures import wait
+
+    from ocrbatch import Converter
+
+    name, cls = _registered(FakeEngine, Fault(at="infer", nth=1, kind="hang"))
+    try:
+        with Converter(engine=name, max_batch=2, workers=1, stall_timeout=2) as conv:
+            futures = [conv.submit(pages[0]), conv.submit(pages[1])]
+            done, pending = wait(futures, timeout=BOUND_S)
+            stalled = conv.stats()["stalled"]
+            cls.tripwire.release_hangs()
+    finally:
+        registry.unregister(name)
+    assert not pending
+    results = [f.result() for f in futures]
+    assert all(r.status.value == "failed" and "stalled" in r.error for r in results if r.status.value != "ok")
+    assert any(r.status.value == "failed" for r in results) and stalled == ["cpu"]

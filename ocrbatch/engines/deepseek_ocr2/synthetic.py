@@ -79,7 +79,8 @@ def real_size_config(tok):
     from transformers import DeepseekOcr2Config
 
     encoder = dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
-                   num_key_value_heads=2)
+                   num_key_value_heads=2, max_position_embeddings=131072, rms_norm_eps=1e-6,
+                   rope_parameters={"rope_type": "default", "rope_theta": 1000000.0})  # the published encoder's
     text = dict(vocab_size=len(tok), hidden_size=1280, intermediate_size=6848, moe_intermediate_size=896,
                 num_hidden_layers=12, num_attention_heads=10, num_key_value_heads=10,
                 mlp_layer_types=["dense"] + ["sparse"] * 11, n_routed_experts=64, n_shared_experts=2,

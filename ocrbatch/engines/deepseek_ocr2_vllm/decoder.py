@@ -125,7 +125,9 @@ class VllmDecoder:
 
     def _finished(self, request: _Request, completion: Any) -> list[tuple[PageImage, Any, dict[str, Any]]]:
         tokens = list(completion.token_ids)
-        self.figures.useful += len(tokens)
+        # Tokens chosen, end tokens included (a benchmark's page of fixed length ends with one, as on the other
+        # backend): what SlotFigures counts.
+        self.figures.useful += len(tokens) + int(self.engine.fixed_lengths(request.page))
         ended = completion.finish_reason == "stop"
         if ended and tokens and tokens[-1] in self.engine.end_ids:
             tokens = tokens[:-1]

@@ -185,7 +185,8 @@ class VllmDeepseekOcr2Engine(Engine):
                           limit_mm_per_prompt={"image": 1}, logits_processors=[NGramPerReqLogitsProcessor],
                           scheduling_policy="priority", enable_prefix_caching=False, disable_log_stats=True,
                           enforce_eager=not cuda, distributed_executor_backend="uni", **memory)
-        multiprocess = os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "1") != "0"
+        # Small random towers (towers.py: registered in this process) keep the engine core here too.
+        multiprocess = os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "1") != "0" and not overrides
         try:
             vllm_config = args.create_engine_config()
             self.llm = LLMEngine(vllm_config=vllm_config, executor_class=Executor.get_class(vllm_config),

@@ -95,4 +95,4 @@ def test_backend_is_refused_for_an_engine_without_backends(tmp_path: Path) -> No
     assert r.returncode == 2 and "--backend vllm" in r.stderr and "deepseek-ocr2" in r.stderr
     r = run_cli("convert", str(tmp_path / "a.png"), "-o", str(tmp_path / "out"), "--engine", "fake",
                 env={"OCRBATCH_BACKEND": "tensorrt"})
-    assert r.returncode == 2 and "--backend tensorrt" in r.stderr
+    assert r.returncode == 2 and "OCRBATCH_BACKEND='tensorrt'" in r.stderr and "transformers or vllm" in r.stderr

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from conftest import draw_page
 from ocrbatch.config import EngineOptions
+from ocrbatch.engines.base import Capabilities
 from ocrbatch.engines.fake import FakeEngine
 from ocrbatch.pipeline.infer import InferWorker
 from ocrbatch.pipeline.ledger import LedgerQueue, PageLedger
@@ -78,10 +79,11 @@ class BreaksAfterTwoBatches(FakeEngine):
     every page is queued by then."""
 
     name = "breaks-after-two-batches"
+    capabilities = Capabilities(stages=True)  # a staging engine: the worker takes the next batch ahead
     batches = 0
     go = threading.Event()
 
-    def stage(self, pages) -> None:  # a staging engine: the worker takes the next batch ahead
+    def stage(self, pages) -> None:
         type(self).go.wait(30)
 
     def infer(self, pages):

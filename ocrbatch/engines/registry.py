@@ -1,16 +1,16 @@
-"""Engine names → classes. Modules are imported only when their engine is used.
+"""Engine names → their front's class (engines/base.py). Modules are imported only when their engine is used.
 
-An engine may have several backends (`--backend`, EngineOptions.backend): the same pages, prompt and output
-through another runtime; its identity names the backend. The first one listed is the default."""
+An engine may run on more than one backend (`--backend`, EngineOptions.backend): the same pages, prompt and
+output through another runtime, a front class of its own (whose identity names the backend). The first one
+listed is the default."""
 
 from __future__ import annotations
 
 import importlib
-from typing import Callable
 
 from ..config import EngineOptions
 from ..errors import EngineLoadError, UsageError
-from .base import Engine, Front, Runner
+from .base import Capabilities, Front, Runner
 
 _BUILTIN = {
     "rapidocr": "ocrbatch.engines.rapid:RapidOcrEngine",
@@ -24,15 +24,14 @@ _BACKENDS = {
         "vllm": "ocrbatch.engines.deepseek_ocr2_vllm.engine:VllmDeepseekOcr2Engine",
     },
 }
-DEFAULT_BACKEND = "transformers"
-_EXTRA: dict[str, Callable[[EngineOptions], Engine]] = {}
+_EXTRA: dict[str, type[Front]] = {}
 
 
 def names() -> list[str]:
     return sorted({*_BUILTIN, *_EXTRA})
 
 
-def register(name: str, factory: Callable[[EngineOptions], Engine]) -> None:
+def register(name: str, factory: type[Front]) -> None:
     """Add an engine (tests use this for fault-injecting engines)."""
     _EXTRA[name] = factory
 
@@ -42,23 +41,20 @@ def unregister(name: str) -> None:
 
 
 def backends(name: str) -> tuple[str, ...]:
-    """The backends of engine `name` (the default first)."""
-    return tuple(_BACKENDS.get(name, {DEFAULT_BACKEND: None}))
+    """The backends of engine `name`, the default first."""
+    return tuple(_BACKENDS.get(name, {EngineOptions.backend: None}))
 
 
-def engine_class(name: str, options: EngineOptions | None = None) -> Callable[[EngineOptions], Engine]:
-    """The class of engine `name` on the backend `options` names."""
-    backend = options.backend if options is not None else DEFAULT_BACKEND
-    if name in _EXTRA:
-        where = None
-    elif name not in _BUILTIN:
+def engine_class(name: str, options: EngineOptions | None = None) -> type[Front]:
+    """The front class of engine `name` on the backend `options` names (the default without options)."""
+    backend = options.backend if options is not None else EngineOptions.backend
+    if name not in _EXTRA and name not in _BUILTIN:
         raise UsageError(f"unknown engine {name!r}; choose one of: {', '.join(names())}")
-    else:
-        where = _BACKENDS.get(name, {DEFAULT_BACKEND: _BUILTIN[name]}).get(backend)
-    if backend != DEFAULT_BACKEND and where is None:
+    where = _BACKENDS.get(name, {EngineOptions.backend: _BUILTIN.get(name)}).get(backend)
+    if backend not in backends(name):
         having = [n for n in names() if len(backends(n)) > 1]
-        raise UsageError(f"--backend {backend}: engine {name} has no such backend (--backend is for "
-                         f"{', '.join(having)}: {' or '.join(sorted({b for n in having for b in backends(n)}))})")
+        raise UsageError(f"--backend {backend}: engine {name} runs on {' or '.join(backends(name))} only "
+                         f"(--backend is for {', '.join(having)})")
     if name in _EXTRA:
         return _EXTRA[name]
     module_name, _, cls_name = where.partition(":")
@@ -69,13 +65,16 @@ def engine_class(name: str, options: EngineOptions | None = None) -> Callable[[E
     return getattr(module, cls_name)
 
 
-def create(name: str, options: EngineOptions) -> Engine:
+def capabilities(name: str, options: EngineOptions | None = None) -> Capabilities:
+    return engine_class(name, options).capabilities
+
+
+def create(name: str, options: EngineOptions) -> Front:
+    """The engine alone (an Engine: both roles in one object), for scripts and checks."""
     return engine_class(name, options)(options)
 
 
 def build(name: str, options: EngineOptions, devices: int) -> tuple[Front, list[Runner]]:
-    """The engine's front and one runner per device. An engine is one class playing both roles: the first
-    device's runner is also the front (what it prepares, its own runner frees); the others are new ones."""
-    factory = engine_class(name, options)
-    front = factory(options)
-    return front, [front] + [factory(options) for _ in range(devices - 1)]
+    """The engine's front and, made by it, one runner per device."""
+    front = engine_class(name, options)(options)
+    return front, [front.runner() for _ in range(devices)]

@@ -2,16 +2,17 @@
 thread per device, taking batches from the lanes when it is free; each runner loads on its first batch
 and stays loaded until `close()`).
 
-Before running a batch, the worker of a runner that stages (`Runner.stage`: its copy to the device starts
-on a side stream) takes and stages the next one if it is already due, so that copy overlaps this batch's
-compute; a runner that does not stage gets its next batch only once it is free, so the latest interactive
-page goes first. After a batch, whatever happened, the runner releases its pages' buffers.
+Before running a batch, the worker of an engine that stages (Capabilities.stages: its copy to the device
+starts on a side stream) takes and stages the next one if it is already due, so that copy overlaps this
+batch's compute; a runner that does not stage gets its next batch only once it is free, so the latest
+interactive page goes first. After a batch, whatever happened, the runner releases its pages' buffers.
 
 A batch the engine rejects as a whole is split in halves until the page at fault is alone; that page
 is recorded as failed and its neighbours still get their output. An out-of-memory error also lowers the
 device's batch-size cap (gpu/throughput.py), so later batches fit; each clean batch reports its time, tokens
 and memory to that controller, which may raise the cap while throughput gains (`--max-batch auto`). A runner
-that decodes continuously (`Runner.decoder`) gets its pages streamed instead (gpu/streaming.py).
+that decodes continuously (Capabilities.streams: `Runner.decoder`) gets its pages streamed instead
+(gpu/streaming.py).
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ class InferWorker:
             StreamRunner(self, decoder).run(batch, take, busy, begin)
             self.ended = time.monotonic()
             return
-        self.slots = getattr(self.engine, "slots", None)
+        self.slots = self.engine.slots
         while batch is not None:
             upcoming = self._take(take, block=False) if ahead else (None, 0.0)
             if begin is not None:
@@ -287,8 +288,9 @@ class Devices:
 
     def __init__(self, runners: list[Runner], devices: tuple[str, ...], lanes: Lanes,
                  controllers: list[ThroughputController], memory: Callable[[str], MemoryProbe | None],
-                 room: int = 0, stall_timeout: float | None = None) -> None:
+                 room: int = 0, ahead: bool = False, stall_timeout: float | None = None) -> None:
         self.lanes, self.controllers = lanes, controllers
+        self.ahead = ahead  # the engine stages (Capabilities.stages): take and stage the next batch early
         self.stall_timeout = stall_timeout
         self.stalled: dict[str, float] = {}  # device -> when its watchdog gave its pages up
         self.runners, self.devices = runners, devices
@@ -375,7 +377,7 @@ class Devices:
             try:
                 worker.run(take, busy=lambda s: self._each(lambda st: st.add_busy("infer", s)),
                            begin=lambda: self._each(lambda st: st.begin("infer")),
-                           ahead=type(runner).stage is not Runner.stage)  # no staging: choose late, for priority
+                           ahead=self.ahead)  # no staging: choose late, for priority
                 return
             except Exception as exc:  # noqa: BLE001 - the pages in hand fail with it, the device goes on
                 log.debug("infer worker on %s", self.devices[i], exc_info=True)

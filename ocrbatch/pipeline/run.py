@@ -68,7 +68,7 @@ class _Run:
             self.reply.sender_done()
 
     def remote(self) -> None:
-        remote.run(self.config, getattr(self.front, "uses_gpu", False), self.refs, self.results, self.stats,
+        remote.run(self.config, self.front.capabilities.uses_gpu, self.refs, self.results, self.stats,
                    connected=lambda d: setattr(self, "dispatcher", d))
 
     def write(self) -> None:  # on the caller's thread
@@ -172,7 +172,7 @@ class _Run:
         ray = {"ray_workers": self.dispatcher.workers} if self.dispatcher is not None else {}
         return Summary(counts=snap.done, pages_total=snap.pages_total, sources=self.found.sources,
                        missing_inputs=list(self.found.missing_inputs), renamed=list(self.found.renamed),
-                       engine={**self.front.describe(), **ray}, figures=summary_dict(snap),
+                       engine={**self.service.describe(), **ray}, figures=summary_dict(snap),
                        output=str(self.out), failures=self.failures, stopped_by=self.stopping)
 
 

@@ -30,7 +30,7 @@ from typing import Any, Hashable, Sequence
 from ...config import EngineOptions
 from ...errors import EngineLoadError, UsageError, error_line
 from ...records import PageImage, PageOutput, Status
-from ..base import Engine
+from ..base import Capabilities, Decoder, Engine
 from ..deepseek_ocr2 import checkpoint
 from ..deepseek_ocr2.engine import (GUARD_EXEMPT, HUB_ID, PROMPTS, _DTYPES, _Generated, _rgb, resolve_model,
                                     resolve_prompt)
@@ -82,7 +82,7 @@ def version() -> str | None:
 
 class VllmDeepseekOcr2Engine(Engine):
     name = "deepseek-ocr2"
-    uses_gpu = True
+    capabilities = Capabilities(uses_gpu=True, streams=True)  # vLLM copies its inputs itself: no staging
 
     def __init__(self, options: EngineOptions) -> None:
         super().__init__(options)
@@ -121,11 +121,13 @@ class VllmDeepseekOcr2Engine(Engine):
                 f"max_new_tokens={self.options.max_new_tokens}")
 
     def describe(self) -> dict[str, Any]:
-        return {"engine": self.name, "backend": BACKEND, "vllm": self._version, "model": self.options.model,
-                "layout": self.layout, "device": self.device, "dtype": self.dtype,
+        return {"engine": self.name, "backend": BACKEND, "model": self.options.model,
                 "prompt": self.options.prompt if self.options.prompt in PROMPTS else "custom",
-                "max_new_tokens": self.options.max_new_tokens, "pages_retried": self.retried,
-                "schedule": self.options.schedule}
+                "max_new_tokens": self.options.max_new_tokens, "schedule": self.options.schedule}
+
+    def device_facts(self) -> dict[str, Any]:
+        return {"device": self.device, "dtype": self.dtype, "vllm": self._version, "layout": self.layout,
+                "pages_retried": self.retried}
 
     def bucket_key(self, page: PageImage) -> Hashable:
         w, h = page.size
@@ -290,7 +292,7 @@ class VllmDeepseekOcr2Engine(Engine):
         return PageOutput(markdown=markdown, status=Status.OK if gen.ended else Status.TRUNCATED,
                           attachments=figures, info=info)
 
-    def decoder(self) -> Any:
+    def decoder(self) -> Decoder | None:
         if self.options.schedule != "continuous" or self.llm is None:
             return None
         from .decoder import VllmDecoder

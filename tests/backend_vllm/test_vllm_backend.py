@@ -193,6 +193,16 @@ def test_convert_end_to_end_same_manifest_resume_and_exit_codes(checkpoint: Path
     assert "backend=vllm" in man_v["zero.png"]["engine"] and "backend" not in man_t["zero.png"]["engine"]
     assert sum_v["engine"]["backend"] == "vllm"
 
+    # The transformers layout of the same weights (deepseek-community's) reads through a view: the same Markdown.
+    community = synthetic.build(tmp_path / "community")
+    r = run_cli("convert", str(docs), "-o", str(tmp_path / "community-out"), "--backend", "vllm", *common[:2],
+                "--model", str(community), *common[4:], env=env)
+    assert r.returncode == code_v, r.stderr[-2000:]
+    for m in manifest(tmp_path / "community-out"):
+        assert (tmp_path / "community-out" / m["output"]).read_text() == \
+            (tmp_path / "vllm" / man_v[Path(m["source"]).name]["output"]).read_text()
+    assert json.loads(r.stdout)["engine"]["layout"] == "transformers"
+
     # Resume: nothing is redone with the same backend, and the rerun ends as the transformers backend's does;
     # the other backend's output is not taken for its own (the backend is part of the engine's identity).
     again = {b: run_cli("convert", str(docs), "-o", str(tmp_path / b), "--backend", b, *common, env=env)

@@ -135,24 +135,38 @@ def convert(inputs: list[str] = typer.Argument(..., help="Files, folders, or - t
                             as_json=o["json"], quiet=o["quiet"], progress=not o["no_progress"],
                             log_every=o["log_every"], metrics_file=o["metrics_file"])
 
-    _exit_with(convert_all, o["verbose"])
+    _exit_with(convert_all, o["verbose"], as_json=o["json"], output=o["output"])
 
 
-def _exit_with(command: Callable[[], int], verbose: int) -> NoReturn:
-    """Run a command and exit with its code; the one place where errors become exit codes."""
+def _exit_with(command: Callable[[], int], verbose: int, as_json: bool = False,
+               output: Path | None = None) -> NoReturn:
+    """Run a command and exit with its code; the one place where errors become exit codes. With `as_json`
+    (convert --json, into `output`), an error also gets its JSON summary on stdout."""
+    error: str | None = None
     try:
         code = command()
     except OcrbatchError as exc:
         log.error("%s", exc, exc_info=verbose > 0)
-        code = exc.exit_code
+        code, error = exc.exit_code, str(exc)
     except KeyboardInterrupt:
-        log.error("interrupted; finished pages are kept, rerun to resume")
+        error = "interrupted; finished pages are kept, rerun to resume"
+        log.error("%s", error)
         code = ExitCode.INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - a bug: one line unless -v
         log.error("unexpected %s: %s (rerun with -v for the traceback)", type(exc).__name__, exc,
                   exc_info=verbose > 0)
-        code = ExitCode.INTERNAL
+        code, error = ExitCode.INTERNAL, f"unexpected {type(exc).__name__}: {exc}"
+    if error is not None and as_json:
+        _print_error_json(int(code), error, output)
     raise typer.Exit(int(code))
+
+
+def _print_error_json(code: int, error: str, output: Path | None) -> None:
+    from .pipeline.stats import error_summary
+
+    sys.stdout.write(json.dumps(error_summary(code, error, None if output is None else str(output)),
+                                indent=2) + "\n")
+    sys.stdout.flush()
 
 
 def _run_convert(converter, inputs: list[str], output: Path, *, pages: str | None, force: bool, null: bool,
@@ -165,7 +179,8 @@ def _run_convert(converter, inputs: list[str], output: Path, *, pages: str | Non
                                     stdin=sys.stdin if "-" in inputs else None, watch=reporter.watch)
         reporter.finish(summary)
     for source, key in summary.renamed:
-        log.warning("%s: another input maps to the same output name; written as %s", source, key)
+        log.warning("%s: another input maps (now, or in an earlier run into %s) to the same output name; "
+                    "written as %s", source, output, key)
     if not quiet:
         from .ui import print_summary
 
@@ -222,6 +237,14 @@ def bench(
 
     def run_bench() -> int:
         from .bench import BenchConfig, main as bench_main, parse_sizes
+        from .errors import EngineLoadError
+
+        try:
+            import torch  # noqa: F401 - the benchmark builds a random DeepSeek-OCR-2 with these
+            import transformers  # noqa: F401
+        except ImportError as exc:
+            raise EngineLoadError(f"ocrbatch bench needs torch and transformers ({exc}): install torch for your "
+                                  "platform (https://pytorch.org), then pip install 'ocrbatch[gpu]'") from exc
 
         config = BenchConfig(arch=arch, batch_sizes=parse_sizes(batch_sizes), pages=pages, pages_dir=pages_dir,
                              max_new_tokens=max_new_tokens, loop_pages=loop_pages, device=device, workers=workers,
@@ -246,12 +269,13 @@ def serve(*, options: dict[str, Any]) -> None:
             from .serve.run import serve as serve_main
         except ImportError as exc:
             raise UsageError(f"ocrbatch serve needs the serve extra: pip install 'ocrbatch[serve]' ({exc})") from exc
-        from .serve.config import ServeConfig
+        from .serve.config import ServeConfig, token_from
 
         first, _ = config.parse_max_batch(o["max_batch"])
         serve_config = ServeConfig(host=o["host"], port=o["port"], max_upload_mb=o["max_upload_mb"],
-                                   max_queue=o["max_queue"], token=o["token"], drain_s=o["drain_s"],
-                                   window=2 * first)
+                                   max_queue=o["max_queue"], token=token_from(o["token"], os.environ),
+                                   drain_s=o["drain_s"], window=2 * first, max_connections=o["max_connections"],
+                                   header_timeout_s=o["header_timeout_s"], body_timeout_s=o["body_timeout_s"])
         return serve_main(_converter_options(o), serve_config, verbose=o["verbose"], quiet=o["quiet"])
 
     _exit_with(run_server, o["verbose"])
@@ -266,4 +290,31 @@ def doctor(as_json: bool = typer.Option(False, "--json", help="Print the finding
 
 
 def main() -> None:
-    app()
+    if sys.argv[1:2] == ["convert"]:  # as early as this module allows (python -m ocrbatch: earlier still)
+        from .pipeline.signals import install
+
+        install()
+    if not _json_wanted(sys.argv[1:]):
+        app()
+        return
+    try:  # convert --json: a usage error the option parser finds also gets its JSON summary
+        code = app(standalone_mode=False)
+    except typer.Abort:
+        sys.exit(1)
+    except Exception as exc:  # the parser's ClickException (typer's own copy of click in newer versions)
+        if not all(hasattr(exc, a) for a in ("show", "format_message", "exit_code")):
+            raise
+        exc.show()
+        _print_error_json(exc.exit_code, exc.format_message(), None)
+        sys.exit(exc.exit_code)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _json_wanted(args: list[str]) -> bool:
+    """`convert` with --json (the last of --json and --no-json given), or else OCRBATCH_JSON set."""
+    if args[:1] != ["convert"]:
+        return False
+    named = [a for a in (args[:args.index("--")] if "--" in args else args) if a in ("--json", "--no-json")]
+    if named:
+        return named[-1] == "--json"
+    return os.environ.get(config.OPTION["json"].env, "").lower() in ("1", "true", "yes", "on")

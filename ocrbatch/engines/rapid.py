@@ -29,7 +29,8 @@ from typing import Any, Hashable, Sequence
 
 from ..config import available_cpus
 from ..errors import EngineLoadError
-from ..layout import lines_to_markdown
+from ..layout.markdown import page_markdown
+from ..layout.page import layout_page
 from ..layout.skew import lines_from_quads
 from ..records import PageImage, PageOutput
 from .base import Engine
@@ -225,8 +226,12 @@ class RapidOcrEngine(Engine):
         info: dict[str, Any] = {"path": "ocr", "lines": len(lines)}
         if page.turn:
             info["rotated"] = _CLOCKWISE[page.turn]
-        markdown = lines_to_markdown(lines, w, h, keep_furniture=self.options.keep_furniture)
-        return PageOutput(markdown=markdown, info=info)
+        layout = layout_page(lines, w, h, keep_furniture=self.options.keep_furniture)
+        if self.options.debug_layout:
+            from ..layout.debug import write_debug
+
+            write_debug(self.options.debug_layout, src.ref, layout, page.image[:, :, ::-1])
+        return PageOutput(markdown=page_markdown(layout, self.options.keep_furniture), info=info)
 
 
 def _odd(text: str) -> bool:

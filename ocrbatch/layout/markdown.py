@@ -1,34 +1,36 @@
-"""Text lines with boxes → Markdown: reading order, rows, blocks, then rendering."""
+"""The markdown stage: a laid-out page (`page.layout_page`) written as Markdown."""
 
 from __future__ import annotations
 
 from typing import Sequence
 
 from ..records import TextLine
-from .blocks import Block, build_blocks
-from .geometry import Row, body_height, group_rows
-from .order import is_furniture, is_margin_stamp, reading_order
+from .geometry import Row
+from .page import PageLayout, layout_page
+from .paragraphs import Block, build_blocks
+from .params import PARAMS, LayoutParams
 
 
-def lines_to_markdown(lines: Sequence[TextLine], width: int, height: int, keep_furniture: bool = False) -> str:
+def lines_to_markdown(lines: Sequence[TextLine], width: int, height: int, keep_furniture: bool = False,
+                      p: LayoutParams = PARAMS) -> str:
     """Markdown for one page from its recognised lines (boxes in page pixels).
 
     Page furniture (running heads and feet, page numbers, stamps up the side margins) is left out
     unless `keep_furniture`."""
-    lines = [l for l in lines if l.text.strip()]
-    if not keep_furniture:
-        lines = [l for l in lines if not is_margin_stamp(l, width)]
-    if not lines:
-        return ""
-    h = body_height(lines)
+    return page_markdown(layout_page(lines, width, height, keep_furniture, p), keep_furniture)
+
+
+def page_markdown(page: PageLayout, keep_furniture: bool = False) -> str:
+    """The Markdown of a laid-out page: its ordered blocks' rows made into paragraphs, headings, lists
+    and tables."""
     rows: list[Row] = []
-    for n, region in enumerate(reading_order(lines, height)):
-        if not keep_furniture and is_furniture(region, h):
+    for n, block in enumerate(page.blocks):
+        if block.kind == "furniture" and not keep_furniture:
             continue
-        for row in group_rows(region.lines):
-            row.region, row.column = n, region.column
+        for row in block.rows:
+            row.region, row.column = n, block.column
             rows.append(row)
-    return render(build_blocks(rows, h))
+    return render(build_blocks(rows, page.h)) if rows else ""
 
 
 def render(blocks: Sequence[Block]) -> str:

@@ -11,7 +11,9 @@ bulk lane and come back through its RunReply (lanes.py). With `--ray`, remote.py
 from __future__ import annotations
 
 import logging
+import os
 import time
+from pathlib import Path
 from typing import IO, Any, Callable
 
 from ..config import RunConfig
@@ -19,7 +21,7 @@ from ..errors import Interrupted, NoInputsError, OcrbatchError, OutputWriteError
 from ..manifest import Manifest
 from ..memory import return_large_buffers_to_os
 from ..records import PageRef, PageResult, Status
-from . import decode, discover, remote, signals, write
+from . import decode, discover, names, remote, signals, write
 from .lanes import RunReply
 from .ledger import LedgerQueue, PageLedger
 from .lock import OutputLock
@@ -36,7 +38,8 @@ class _Run:
         self.front, self.lanes, self.devices = service.front, service.lanes, service.devices
         # furniture kept or not changes text-layer pages whatever the engine: resume never mixes the two
         ident = self.front.identity() + ("+furniture" if config.engine_options.keep_furniture else "")
-        self.manifest = Manifest(self.out, ident)
+        # --dpi and --text-layer change what a PDF page becomes: resume compares them too
+        self.manifest = Manifest(self.out, ident, pdf_options={"dpi": config.dpi, "text_layer": config.text_layer})
         self.writer = write.Writer(self.out, self.manifest, ident)
         self.found = discover.Discovery()
         n_dec = 0 if config.ray else config.workers
@@ -56,14 +59,16 @@ class _Run:
     def discover(self) -> None:
         discover.run(self.config.inputs, self.refs, self.results, stdin=self.stdin, found=self.found,
                      null_separated=self.config.null_separated, pages=self.config.pages, skip_dirs=[self.out],
-                     is_done=self.manifest.is_done, force=self.config.force)
+                     is_done=self.manifest.is_done, force=self.config.force, names=self.manifest,
+                     name_max=_name_max(self.out))
 
     def decode(self) -> None:  # → batch and infer, in the service
         c = self.config
         try:
             decode.run(self.refs, self.reply.send, self.results, busy=lambda s: self.stats.add_busy("decode", s),
                        read_one=lambda r: decode.read(r, c.dpi, self.pdfs, c.text_layer, self.front, c.max_pixels,
-                                                      c.engine_options.keep_furniture))
+                                                      c.engine_options.keep_furniture,
+                                                      c.engine_options.debug_layout))
         finally:
             self.reply.sender_done()
 
@@ -120,8 +125,11 @@ class _Run:
             if self.devices is not None:
                 self.devices.watchers.remove(self.stats)
             self.close_out()
-            self.manifest.close()
             self.pdfs.close()
+            try:
+                self.manifest.close()
+            except OutputWriteError as exc:  # its rewrite at the end: a full disk then is exit 7 too
+                self.stopping = self.stopping or exc
         if self.crash is not None:
             raise self.crash
         return self._summary()
@@ -140,6 +148,9 @@ class _Run:
                         "to stop at once)", why.signal_name, signals.GRACE_S)
             self.stop(why=why, grace_s=signals.GRACE_S)
         elif self.stopping is not None and not self.aborted and time.monotonic() > self.deadline:
+            if isinstance(self.stopping, Interrupted):
+                log.warning("the pages in progress did not finish within %.0f s; they are recorded as cancelled "
+                            "(a rerun redoes them)", signals.GRACE_S)
             self.stop()
 
     def stop(self, crash: BaseException | None = None, why: OcrbatchError | None = None, grace_s: float = 0) -> None:
@@ -174,6 +185,14 @@ class _Run:
                        missing_inputs=list(self.found.missing_inputs), renamed=list(self.found.renamed),
                        engine={**self.service.describe(), **ray}, figures=summary_dict(snap),
                        output=str(self.out), failures=self.failures, stopped_by=self.stopping)
+
+
+def _name_max(folder: Path) -> int:
+    """The longest file name (bytes) the file system of `folder` takes."""
+    try:
+        return int(os.pathconf(folder, "PC_NAME_MAX"))
+    except (OSError, ValueError, AttributeError):
+        return names.NAME_MAX
 
 
 def run(config: RunConfig, *, stdin: IO[str] | None = None, watch: Watch | None = None,

@@ -180,6 +180,10 @@ class VllmDeepseekOcr2Engine(Engine):
             # platform; set now, at load, not at import). On a CPU vLLM would otherwise reserve 92% of the
             # machine's memory: the KV cache gets what the rows need at full length, 4 GiB at most.
             os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+            # In this process vLLM's CPU worker warns at every image its own renderer processes (it sets torch's
+            # threads around it): nothing the user can act on.
+            logging.getLogger("vllm.v1.worker.cpu_worker").addFilter(
+                lambda record: "set_num_threads" not in record.getMessage())
             if not os.environ.get("VLLM_CPU_KVCACHE_SPACE"):
                 memory["kv_cache_memory_bytes"] = min(CPU_KV_MAX, CPU_ROWS * length * _kv_bytes_per_token(lang))
         args = EngineArgs(model=official, tokenizer=official, dtype=dtype, seed=0, hf_overrides=overrides or None,

@@ -20,6 +20,7 @@ boxes of two columns touch across a narrow gutter.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from dataclasses import dataclass, replace
 from statistics import median
 from typing import Sequence
@@ -108,7 +109,12 @@ def _extend(sep: Separator, step: int, inks: Sequence[TextLine], others: Sequenc
     right = [l for l in beyond if l.box[0] >= sep.x1 - sep.slack]
     walls = [l for l in beyond if l.box[0] < sep.x1 - p.tab_clearance * h and l.box[2] > sep.x1 + sep.slack
              and not (_prose([l], h, p) and l.box[0] >= sep.x0)]
-    walls += [a for a in left for b in right if _level(a, b, p) and _reads_across(a, b, beyond, p)]
+    for b in right:  # (each row's pieces next to the strip)
+        row = [a for a in left if _level(a, b, p)]
+        a = max(row, key=lambda l: l.box[2], default=None)
+        if a is not None and min((k for k in right if _level(k, a, p)), key=lambda l: l.box[0]) is b \
+                and _reads_across(a, b, beyond, p):
+            walls.append(a)
     ends = [(l.box[3] if step < 0 else l.box[1]) for l in walls]
     ends += [o.y1 if step < 0 else o.y0 for o in others if o.x0 < sep.x1 and sep.x0 < o.x1 and past(o.y0) and past(o.y1)]
     wall = (max if step < 0 else min)(ends, default=step * float("inf"))
@@ -213,7 +219,10 @@ def _sections(sep: Separator, left: list[TextLine], right: list[TextLine], inks:
     # the left column: from where the rows that border the strip start (a card's term, a line's start)
     start = min(min(k.box[0] for k in inks if k.box[2] <= l.box[2] and _same_row(k, l, p)) for l in left)
     lcol = [l for l in inks if start - p.hug * h <= l.box[0] < sep.x0 and l.box[2] <= sep.x1 + sep.slack]
-    titles = [t for t in lcol + rcol if _apart(t, inks, h, p)]
+    lo = min(core(l)[0] for l in lcol + rcol) - 2 * p.title_apart * h
+    hi = max(core(l)[1] for l in lcol + rcol) + 2 * p.title_apart * h
+    span = [k for k in inks if lo <= core(k)[0] <= hi]  # (the lines near the columns)
+    titles = [t for t in lcol + rcol if _apart(t, span, h, p)]
     for a, b in _breaks([l for l in lcol if l not in titles], h, p):
         for c, d in _breaks([l for l in rcol if l not in titles], h, p):
             if abs(a - c) > p.section_level * h or abs(b - d) > p.section_level * h:
@@ -336,13 +345,26 @@ def _crossing(x: float, members: list[TextLine], inks: Sequence[TextLine], h: fl
             continue
         if _prose([l], h, p) and l.box[0] > x - p.gutter_reach_max * h:
             if inner is None:
-                ends = [max(k.box[2] for k in row) for m in members
-                        if (row := [k for k in inks if k.box[2] <= m.box[0] and _same_row(k, m, p)])]
-                inner = float(median(ends)) if ends else x
+                inner = _inner_edge(x, members, inks, h, p)
             if l.box[0] >= inner:
                 continue
         spans.append(core(l))
     return sorted(spans)
+
+
+def _inner_edge(x: float, members: list[TextLine], inks: Sequence[TextLine], h: float, p: LayoutParams) -> float:
+    """Where the lines beside a tab stop's lines end, left of it: the median end of the pieces ending
+    within `gutter_reach_max` left of the stop level with one of its lines (the stop itself if none)."""
+    mids = sorted((m.box[1] + m.box[3]) / 2 for m in members)
+    ends = []
+    for k in inks:
+        if not x - p.gutter_reach_max * h <= k.box[2] <= x:
+            continue
+        c = (k.box[1] + k.box[3]) / 2
+        i = bisect_left(mids, c - p.row_centre * h)
+        if i < len(mids) and mids[i] <= c + p.row_centre * h:
+            ends.append(k.box[2])
+    return float(median(ends)) if ends else x
 
 
 def _white_bands(blocked: list[tuple[float, float]], x: float, members: list[TextLine], inks: Sequence[TextLine],
@@ -388,12 +410,14 @@ def _seam(left: list[TextLine], right: list[TextLine], x: float, h: float, p: La
 
 
 def _same_row(a: TextLine, b: TextLine, p: LayoutParams) -> bool:
-    ha, hb = a.height, b.height
+    ab, bb = a.box, b.box
+    ha, hb = ab[3] - ab[1], bb[3] - bb[1]
+    if abs(ab[1] + ab[3] - bb[1] - bb[3]) > 2 * p.row_centre * max(ha, hb):
+        return False  # (middles too far apart: the usual answer, told first)
     # (words of one row are set in one size; figures and capitals lack the descenders of words, and a
     # bullet is smaller still)
     marker = min(len(a.text.strip()), len(b.text.strip())) <= p.marker_chars
-    return abs((a.box[1] + a.box[3]) / 2 - (b.box[1] + b.box[3]) / 2) <= p.row_centre * max(ha, hb) \
-        and max(ha, hb) <= (p.marker_size_ratio if marker else p.row_size_ratio) * min(ha, hb)
+    return max(ha, hb) <= (p.marker_size_ratio if marker else p.row_size_ratio) * min(ha, hb)
 
 
 def flows_apart(left: list[TextLine], right: list[TextLine], inks: Sequence[TextLine], h: float,

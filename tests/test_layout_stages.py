@@ -548,3 +548,20 @@ def test_the_first_rows_of_two_columns_run_together_under_a_title_across_them_ar
     lines += left[2:] + right[2:]
     md = lines_to_markdown(lines, 1240, 1750)
     assert in_order(md, ["Two Columns", "l0 ", "l1 ", "l11 ", "r0 ", "r1 ", "r11 "]), md
+
+
+def test_a_cards_columns_go_on_under_a_white_band_across_them():
+    # Two sections down each of three columns, a white band across the card between them: the columns go
+    # on under it on both sides of each gutter, so each is read top to bottom, section after section.
+    sections = [("Files", ["open", "save", "close"]), ("Editing", ["copy", "paste", "undo"]),
+                ("Search", ["find", "replace", "next"]), ("Windows", ["split", "zoom", "tile"]),
+                ("Help", ["manual", "about", "keys"]), ("Exit", ["quit", "abort", "suspend"])]
+    lines = []
+    for k, (title, commands) in enumerate(sections):
+        x, y = 70 + 570 * (k // 2), 90 + 330 * (k % 2)
+        lines.append(line(title, x, y, h=50))
+        for i, cmd in enumerate(commands):
+            lines += [line(f"\\{cmd}", x, y + 70 + 44 * i, w=120, h=36),
+                      line(f"does {cmd} now", x + 190, y + 70 + 44 * i, w=200, h=36)]
+    md = lines_to_markdown(lines, 1754, 800)
+    assert in_order(md, [title for title, _ in sections]), md

@@ -370,13 +370,15 @@ def _inner_edge(x: float, members: list[TextLine], inks: Sequence[TextLine], h: 
 def _white_bands(blocked: list[tuple[float, float]], x: float, members: list[TextLine], inks: Sequence[TextLine],
                  h: float, p: LayoutParams) -> list[tuple[float, float]]:
     """`blocked` and the white bands (`blank_band` tall) between a tab stop's lines with nothing left of
-    the stop either: the stop's lines above and below such a band are weighed apart (a form's values,
-    a note in prose far below set at the same edge)."""
+    the stop in them, and nothing left of it on one side of them: the stop's lines above and below such
+    a band are weighed apart (a form's values, and a note in prose far below set at the same edge; not
+    two sections of a card, its columns going on under the band on both sides)."""
     ys = sorted((m.box[1], m.box[3]) for m in members)
+    lefts = [(l.box[1] + l.box[3]) / 2 for l in inks if l.box[0] < x]
     bands, bottom = [], None
     for y0, y1 in ys:
-        if bottom is not None and y0 - bottom > p.blank_band * h and not any(
-                l.box[0] < x and bottom < (l.box[1] + l.box[3]) / 2 < y0 for l in inks):
+        if bottom is not None and y0 - bottom > p.blank_band * h and not any(bottom < c < y0 for c in lefts) \
+                and not (any(c < bottom for c in lefts) and any(c > y0 for c in lefts)):
             bands.append((bottom, y0))
         bottom = y1 if bottom is None else max(bottom, y1)
     return sorted(blocked + bands)

@@ -109,7 +109,9 @@ LAYOUT = [
        "    seps = find_separators(region, h, p) + grid",
        "separators stop at their lines: a table atop a column beside a figure is read first"),
     _m("rule-extend-across", "columns.py",
-       "    walls += [a for a in left for b in right if _level(a, b, p) and _reads_across(a, b, beyond, p)]\n", "",
+       "        if a is not None and min((k for k in right if _level(k, a, p)), key=lambda l: l.box[0]) is b \\\n"
+       "                and _reads_across(a, b, beyond, p):",
+       "        if False:",
        "a separator runs on up through a table set across the columns"),
     _m("rule-lines-white-gutter", "lines.py",
        "    if not 0 <= b - a <= p.merged_gutter * h or any(\n            l.box[0] < min(a, b) - p.across_reach * h",

@@ -35,10 +35,27 @@ class _StderrHandler(logging.Handler):
             self.handleError(record)
 
 
+class _FileLineHandler(logging.Handler):
+    """One timestamped line per finished file (the `ocrbatch.files` records, shown with -v)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            from .ui import plain
+
+            sys.stderr.write(plain.line("file", getattr(record, "fields", {"file": record.getMessage()})) + "\n")
+            sys.stderr.flush()
+        except Exception:  # noqa: BLE001 - logging must never break a run
+            self.handleError(record)
+
+
 def _setup_logging(quiet: bool, verbose: int) -> None:
     log.handlers[:] = [_StderrHandler()]
     log.propagate = False
     log.setLevel(logging.ERROR if quiet else logging.DEBUG if verbose else logging.WARNING)
+    files = logging.getLogger("ocrbatch.files")
+    files.handlers[:] = [_FileLineHandler()]
+    files.propagate = False
+    files.setLevel(logging.INFO if verbose and not quiet else logging.WARNING)
 
 
 def _version(value: bool) -> None:
@@ -133,7 +150,8 @@ def convert(
                               ray=ray, ray_workers=ray_workers, max_wait_ms=max_wait_ms, workers=workers,
                               max_pixels=max_pixels, schedule=schedule, quantize=quantize)
         return _run_convert(converter, inputs, output, pages=pages, force=force, null=null, as_json=as_json,
-                            quiet=quiet, progress=not no_progress, log_every=log_every, metrics_file=metrics_file)
+                            quiet=quiet, progress=not no_progress, log_every=log_every, metrics_file=metrics_file,
+                            verbose=verbose)
 
     _exit_with(convert_all, verbose)
 
@@ -156,18 +174,20 @@ def _exit_with(command: Callable[[], int], verbose: int) -> NoReturn:
 
 
 def _run_convert(converter, inputs: list[str], output: Path, *, pages: str | None, force: bool, null: bool,
-                 as_json: bool, quiet: bool, progress: bool, log_every: float, metrics_file: Path | None) -> ExitCode:
+                 as_json: bool, quiet: bool, progress: bool, log_every: float, metrics_file: Path | None,
+                 verbose: int = 0) -> ExitCode:
     from .pipeline.signals import catch_stop_signals
+    from .ui.reporter import stderr_is_terminal
 
-    reporter = _reporter(quiet, progress, log_every, metrics_file, converter.engine, output)
+    reporter = _reporter(quiet, progress, log_every, metrics_file, converter.engine, output, verbose)
     with converter, reporter, catch_stop_signals():  # SIGINT/SIGTERM: stop taking pages, end with a summary
         summary = converter.convert(inputs, output, pages=pages, force=force, null_separated=null,
                                     stdin=sys.stdin if "-" in inputs else None, watch=reporter.watch)
         reporter.finish(summary)
     for source, key in summary.renamed:
         log.warning("%s: another input maps to the same output name; written as %s", source, key)
-    if not quiet:
-        from .ui import print_summary
+    if not quiet and (verbose or stderr_is_terminal()):
+        from .ui import print_summary  # off a terminal without -v, the reporter's `finished` line is the summary
 
         print_summary(summary)
     if summary.stopped_by is not None:  # a signal or a write error ended the run before its end
@@ -177,13 +197,13 @@ def _run_convert(converter, inputs: list[str], output: Path, *, pages: str | Non
     return summary.exit_code
 
 
-def _reporter(quiet, progress, log_every, metrics_file, engine, output):
+def _reporter(quiet, progress, log_every, metrics_file, engine, output, verbose=0):
     from .metrics import MetricsFile
     from .ui import Reporter
 
     metrics = MetricsFile(metrics_file) if metrics_file is not None else None
     return Reporter(mode=Reporter.choose_mode(quiet=quiet, progress=progress), log_every=log_every,
-                    metrics=metrics, about={"engine": engine, "output": str(output)})
+                    metrics=metrics, about={"engine": engine, "output": str(output)}, verbose=bool(verbose))
 
 
 @app.command()

@@ -16,8 +16,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from .layout import lines_to_markdown
+from .pagejson import placed_lines
 from .pdfium import PageText
-from .records import TextLine
+from .records import PageLines, TextLine
 
 MIN_CHARS = 20  # fewer visible characters: an empty layer (or just a stamp on a scan)
 MAX_BAD = 0.1  # share of unmapped glyphs that makes a layer garbage
@@ -39,6 +40,7 @@ class TextLayerPage:
     lines: int
     chars: int
     turn: int = 0  # degrees the page was turned clockwise so its text runs left to right
+    geometry: PageLines | None = None  # the line segments in reading order, boxes on the page as rendered
 
 
 def unusable(text: PageText) -> str | None:
@@ -175,5 +177,9 @@ def page_markdown(text: PageText, dpi: float, keep_furniture: bool = False) -> T
         return None
     scale = dpi / 72.0
     w, h = _turned_size(text, turn)
-    md = lines_to_markdown(lines, int(w * scale), int(h * scale), keep_furniture=keep_furniture)
-    return TextLayerPage(md, len(lines), sum(len(l.text) for l in lines), turn)
+    frame = (int(w * scale), int(h * scale))
+    laid_out: list = []
+    md = lines_to_markdown(lines, *frame, keep_furniture=keep_furniture, placed=laid_out)
+    # the lines' frame is the unrotated page turned `turn`; the rendered page is it turned by /Rotate
+    geometry = placed_lines(laid_out, frame, turn=(turn - text.rotation) % 360, scored=False)
+    return TextLayerPage(md, len(lines), sum(len(l.text) for l in lines), turn, geometry)

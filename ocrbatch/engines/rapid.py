@@ -26,10 +26,12 @@ from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any, Hashable, Sequence
 
+from ..confidence import recognizer
 from ..config import available_cpus
 from ..errors import EngineLoadError
 from ..layout import lines_to_markdown
-from ..layout.skew import lines_from_quads
+from ..layout.skew import lines_from_quads, skew_angle
+from ..pagejson import placed_lines
 from ..records import PageImage, PageOutput
 from .base import Engine
 
@@ -217,13 +219,17 @@ class RapidOcrEngine(Engine):
         keep = [k for k, (t, s) in enumerate(zip(page.texts, page.scores)) if s >= MIN_SCORE and t.strip()]
         texts = clean_texts([page.texts[k] for k in keep])
         kept = [(page.quads[k], t, page.scores[k]) for k, t in zip(keep, texts) if t]
-        lines = lines_from_quads([q for q, _, _ in kept], [t for _, t, _ in kept], [s for _, _, s in kept],
-                                 w, h)
-        info: dict[str, Any] = {"path": "ocr", "lines": len(lines)}
-        if page.turn:
-            info["rotated"] = _CLOCKWISE[page.turn]
-        markdown = lines_to_markdown(lines, w, h, keep_furniture=self.options.keep_furniture)
-        return PageOutput(markdown=markdown, info=info)
+        quads = [q for q, _, _ in kept]
+        lines = lines_from_quads(quads, [t for _, t, _ in kept], [s for _, _, s in kept], w, h)
+        turn = _CLOCKWISE.get(page.turn, 0)
+        confidence = recognizer([s for _, _, s in kept], [len(t) for _, t, _ in kept])
+        info: dict[str, Any] = {"path": "ocr", "lines": len(lines), "confidence": confidence.as_dict()}
+        if turn:
+            info["rotated"] = turn
+        laid_out: list = []
+        markdown = lines_to_markdown(lines, w, h, keep_furniture=self.options.keep_furniture, placed=laid_out)
+        geometry = placed_lines(laid_out, (w, h), skew=skew_angle(quads), turn=turn)
+        return PageOutput(markdown=markdown, info=info, lines=geometry)
 
 
 def _odd(text: str) -> bool:

@@ -10,24 +10,35 @@ from .geometry import Row, body_height, group_rows
 from .order import is_furniture, is_margin_stamp, reading_order
 
 
-def lines_to_markdown(lines: Sequence[TextLine], width: int, height: int, keep_furniture: bool = False) -> str:
+def lines_to_markdown(lines: Sequence[TextLine], width: int, height: int, keep_furniture: bool = False,
+                      placed: list[tuple[TextLine, int | None, bool]] | None = None) -> str:
     """Markdown for one page from its recognised lines (boxes in page pixels).
 
     Page furniture (running heads and feet, page numbers, stamps up the side margins) is left out
-    unless `keep_furniture`."""
+    unless `keep_furniture`. `placed`, when given, receives each line as laid out, in reading order:
+    (line, its region's number, whether it is furniture left out); margin stamps left out come last,
+    with no region."""
     lines = [l for l in lines if l.text.strip()]
-    if not keep_furniture:
+    stamps = [] if keep_furniture else [l for l in lines if is_margin_stamp(l, width)]
+    if stamps:
         lines = [l for l in lines if not is_margin_stamp(l, width)]
     if not lines:
+        if placed is not None:
+            placed += [(l, None, True) for l in stamps]
         return ""
     h = body_height(lines)
     rows: list[Row] = []
     for n, region in enumerate(reading_order(lines, height)):
-        if not keep_furniture and is_furniture(region, h):
-            continue
+        left_out = not keep_furniture and is_furniture(region, h)
         for row in group_rows(region.lines):
+            if placed is not None:
+                placed += [(l, n, left_out) for l in row.lines]
+            if left_out:
+                continue
             row.region, row.column = n, region.column
             rows.append(row)
+    if placed is not None:
+        placed += [(l, None, True) for l in stamps]
     return render(build_blocks(rows, h))
 
 

@@ -37,7 +37,7 @@ class _Run:
         # furniture kept or not changes text-layer pages whatever the engine: resume never mixes the two
         ident = self.front.identity() + ("+furniture" if config.engine_options.keep_furniture else "")
         self.manifest = Manifest(self.out, ident)
-        self.writer = write.Writer(self.out, self.manifest, ident)
+        self.writer = write.Writer(self.out, self.manifest, ident, pages=config.pages)
         self.found = discover.Discovery()
         n_dec = 0 if config.ray else config.workers
         self.stats = Stats(workers={"decode": n_dec, "infer": len(service.device_names)})

@@ -19,7 +19,7 @@ from ..errors import Interrupted, NoInputsError, OcrbatchError, OutputWriteError
 from ..manifest import Manifest
 from ..memory import return_large_buffers_to_os
 from ..records import PageRef, PageResult, Status
-from . import decode, discover, remote, signals, write
+from . import count, decode, discover, remote, signals, write
 from .lanes import RunReply
 from .ledger import LedgerQueue, PageLedger
 from .lock import OutputLock
@@ -39,6 +39,7 @@ class _Run:
         self.manifest = Manifest(self.out, ident)
         self.writer = write.Writer(self.out, self.manifest, ident, pages=config.pages)
         self.found = discover.Discovery()
+        self.counter = count.PageCounter(config.inputs, config.pages, [self.out])  # the total ahead of discovery
         n_dec = 0 if config.ray else config.workers
         self.stats = Stats(workers={"decode": n_dec, "infer": len(service.device_names)})
         self.ledger = PageLedger()  # every page taken off `refs` gets exactly one record (ledger.py)
@@ -104,6 +105,7 @@ class _Run:
             self.devices.watchers.append(self.stats)
         threads = [stage_thread(name, fn, on_error=self.stop) for name, fn in stages]
         if watch is not None:
+            self.counter.start()
             watch(self.snapshot)
         for t in threads:
             t.start()
@@ -119,6 +121,7 @@ class _Run:
                 t.join(timeout=5 if self.crash or self.aborted or not self.results.closed else None)
             if self.devices is not None:
                 self.devices.watchers.remove(self.stats)
+            self.counter.stop()
             self.close_out()
             self.manifest.close()
             self.pdfs.close()
@@ -157,8 +160,11 @@ class _Run:
 
     def snapshot(self) -> Snapshot:
         lanes, q = self.lanes, {"decode": self.refs, "write": self.results}
+        total, discovering = self.found.pages + self.writer.file_failures, not self.refs.closed
+        if discovering and self.counter.total is not None:  # counted ahead: the total is known
+            total, discovering = max(total, self.counter.total), False
         return self.stats.snapshot(
-            pages_total=self.found.pages + self.writer.file_failures, discovering=not self.refs.closed,
+            pages_total=total, discovering=discovering,
             done={s.value: n for s, n in self.writer.counts.items()}, last_error=self.writer.last_error,
             queue_depth={**{k: len(v) for k, v in q.items()}, "batch": len(lanes or ()), "infer": 0},
             queue_max={**{k: v.maxsize for k, v in q.items()}, "batch": getattr(lanes, "limit", 1), "infer": 1},

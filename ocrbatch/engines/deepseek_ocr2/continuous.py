@@ -292,6 +292,7 @@ class ContinuousDecoder:
             if len(guards) > 1:
                 ban &= torch.tensor([r.guard == guard for r in rows], device=self.device)[:, None]
             scores.masked_fill_(ban, float("-inf"))
+        fired = scores.argmax(-1) != best  # the guard changed the model's choice
         if self.min_new:
             short = torch.tensor([len(r.tokens) < self.min_new for r in rows], device=self.device)
             for end in self.end_ids:
@@ -305,7 +306,7 @@ class ContinuousDecoder:
         hlen += 1
         # A chosen token was never masked, so its score is still the model's. One copy to the host for all three.
         logprob = scores.gather(-1, chosen[:, None])[:, 0] - lse
-        picked = torch.stack([chosen.double(), logprob.double(), (chosen != best).double()]).tolist()
+        picked = torch.stack([chosen.double(), logprob.double(), fired.double()]).tolist()
         for r, t, p, changed in zip(rows, *picked):
             r.tokens.append(int(t))
             r.logprobs.append(p)

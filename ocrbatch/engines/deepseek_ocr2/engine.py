@@ -352,10 +352,8 @@ class DeepseekOcr2Engine(Engine):
                                       eos_token_id=self._end_ids, pad_token_id=self._pad_id,
                                       bos_token_id=self.model.generation_config.bos_token_id, **fixed)
         n, window = guard
-        processors = LogitsProcessorList([NgramGuard(n, window, prompt_len, self._exempt)])
-        if self.row_hook is not None:
-            processors.append(_RowHookProcessor(self.row_hook, list(pages), prompt_len))
-        scored = _TokenScores(processors)
+        hook = _RowHookProcessor(self.row_hook, list(pages), prompt_len) if self.row_hook is not None else None
+        scored = _TokenScores(NgramGuard(n, window, prompt_len, self._exempt), hook)
         with torch.inference_mode():
             out = self.model.generate(**inputs, generation_config=gen_config,
                                       logits_processor=LogitsProcessorList([scored]))
@@ -413,22 +411,23 @@ def page_output(text: str, gen: _Generated, page: PageImage, info: dict[str, Any
 
 
 class _TokenScores:
-    """`generate`'s logits processors run inside this one, which keeps, at every step, the log-probability of
-    the token greedy decoding then chooses (under the scores as they came, before the guard) and whether the
-    processors changed the choice (the guard fired)."""
+    """`generate`'s logits processors: the guard, then the row hook (benchmarks, tests). At every step it keeps
+    the log-probability of the token greedy decoding then chooses (under the scores as they came, before the
+    guard) and whether the guard changed the model's choice."""
 
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
+    def __init__(self, guard: Any, hook: Any = None) -> None:
+        self.guard, self.hook = guard, hook
         self.logprobs: list[Any] = []  # per step: (rows,) on the device
         self.changed: list[Any] = []
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
         logp = scores.float().log_softmax(-1)
         best = scores.argmax(-1)
-        out = self.inner(input_ids, scores)
-        chosen = out.argmax(-1)
-        self.logprobs.append(logp.gather(-1, chosen[:, None])[:, 0])
-        self.changed.append(chosen != best)
+        out = self.guard(input_ids, scores)
+        self.changed.append(out.argmax(-1) != best)
+        if self.hook is not None:
+            out = self.hook(input_ids, out)
+        self.logprobs.append(logp.gather(-1, out.argmax(-1)[:, None])[:, 0])
         return out
 
     def rows(self, lengths: Sequence[int]) -> list[tuple[list[float], bool]]:

@@ -128,6 +128,15 @@ def convert(
     force: bool = _opt("force", False, "--force", help="Redo pages an earlier run already finished."),
     null: bool = _opt("null", False, "-0", "--null", help="Paths on stdin are NUL-separated (find -print0)."),
     as_json: bool = _opt("json", False, "--json", help="Print a JSON summary on stdout."),
+    formats: str = _opt("format", "md", "--format",
+                        help="md, or md,json: a NAME.json beside each page's Markdown (its lines, boxes, scores, "
+                             "reading order; schema in ocrbatch/pagejson.py)."),
+    join: bool = _opt("join", False, "--join",
+                      help="Also write one OUT/.../NAME.md per multi-page document, its pages joined with "
+                           "<!-- page N --> separators."),
+    review_below: Optional[float] = _opt("review_below", None, "--review-below", metavar="SCORE",
+                                         help="List the pages whose confidence is under SCORE (0-1) in the "
+                                              "summary (--json: \"review\")."),
     quiet: bool = _opt("quiet", False, "-q", "--quiet", help="Print only errors."),
     no_progress: bool = _opt("no_progress", False, "--no-progress",
                              help="No live panel: plain timestamped lines every --log-every seconds."),
@@ -151,7 +160,7 @@ def convert(
                               max_pixels=max_pixels, schedule=schedule, quantize=quantize)
         return _run_convert(converter, inputs, output, pages=pages, force=force, null=null, as_json=as_json,
                             quiet=quiet, progress=not no_progress, log_every=log_every, metrics_file=metrics_file,
-                            verbose=verbose)
+                            verbose=verbose, formats=formats, join=join, review_below=review_below)
 
     _exit_with(convert_all, verbose)
 
@@ -175,15 +184,27 @@ def _exit_with(command: Callable[[], int], verbose: int) -> NoReturn:
 
 def _run_convert(converter, inputs: list[str], output: Path, *, pages: str | None, force: bool, null: bool,
                  as_json: bool, quiet: bool, progress: bool, log_every: float, metrics_file: Path | None,
-                 verbose: int = 0) -> ExitCode:
+                 verbose: int = 0, formats: str = "md", join: bool = False,
+                 review_below: float | None = None) -> ExitCode:
     from .pipeline.signals import catch_stop_signals
     from .ui.reporter import stderr_is_terminal
 
+    to_stdout = str(output) == "-"
+    follow, work = (_stdout_run(inputs, as_json, formats, join) if to_stdout else (None, output))
     reporter = _reporter(quiet, progress, log_every, metrics_file, converter.engine, output, verbose)
-    with converter, reporter, catch_stop_signals():  # SIGINT/SIGTERM: stop taking pages, end with a summary
-        summary = converter.convert(inputs, output, pages=pages, force=force, null_separated=null,
-                                    stdin=sys.stdin if "-" in inputs else None, watch=reporter.watch)
-        reporter.finish(summary)
+    try:
+        with converter, reporter, catch_stop_signals():  # SIGINT/SIGTERM: stop taking pages, end with a summary
+            summary = converter.convert(inputs, work, pages=pages, force=force, null_separated=null,
+                                        stdin=sys.stdin if "-" in inputs else None, watch=reporter.watch,
+                                        formats=formats, join=join, review_below=review_below, follow=follow)
+            if to_stdout:
+                summary.output = "-"
+            reporter.finish(summary)
+    finally:
+        if to_stdout:
+            import shutil
+
+            shutil.rmtree(work, ignore_errors=True)
     for source, key in summary.renamed:
         log.warning("%s: another input maps to the same output name; written as %s", source, key)
     if not quiet and (verbose or stderr_is_terminal()):
@@ -195,6 +216,20 @@ def _run_convert(converter, inputs: list[str], output: Path, *, pages: str | Non
     if as_json:
         sys.stdout.write(json.dumps(summary.as_dict(), indent=2) + "\n")
     return summary.exit_code
+
+
+def _stdout_run(inputs: list[str], as_json: bool, formats: str, join: bool):
+    """`-o -`: a printer of the pages to stdout, and the private folder the run writes into."""
+    import tempfile
+
+    from .pipeline.stdout import StdoutPrinter
+
+    for clash, why in ((as_json, "--json prints on stdout"), (join, "--join writes files"),
+                       ("json" in formats, "--format json writes files")):
+        if clash:
+            raise UsageError(f"-o - puts the Markdown on stdout; {why}: give -o a folder for that")
+    several = len(inputs) > 1 or any(i == "-" or Path(i).is_dir() for i in inputs)
+    return StdoutPrinter(sys.stdout.buffer, announce=several), Path(tempfile.mkdtemp(prefix="ocrbatch-stdout-"))
 
 
 def _reporter(quiet, progress, log_every, metrics_file, engine, output, verbose=0):

@@ -112,10 +112,19 @@ class RunConfig:
     # The watchdog: pages in flight and none finished for this long → they fail, the run stops (exit 8). Long
     # enough for an 8,192-token page and its one retry on a slow GPU (a T4 decodes ~10 tokens/s per row).
     stall_timeout: float = 1800.0
+    # What a run writes besides each page's Markdown (issue 22): `formats` ("md", or "md", "json": NAME.json beside
+    # each page, pagejson.py), `join` (one NAME.md per multi-page document, pipeline/joined.py), `review_below`
+    # (pages whose confidence score is lower are listed in the summary: --json's "review").
+    formats: tuple[str, ...] = ("md",)
+    join: bool = False
+    review_below: float | None = None
 
     def __post_init__(self) -> None:
         if not self.inputs:
             raise UsageError("no inputs given")
+        check_formats(self.formats)
+        if self.review_below is not None and not 0 < self.review_below <= 1:
+            raise UsageError(f"--review-below {self.review_below}: give a confidence between 0 and 1 (e.g. 0.9)")
         if not self.stall_timeout > 0:
             raise UsageError("--stall-timeout must be a positive number of seconds")
         if not 36 <= self.dpi <= 1200:
@@ -171,15 +180,31 @@ class RunConfig:
                              ray=self.ray)
 
 
+FORMATS = ("md", "json")  # --format: what each page is written as
+
+
+def parse_formats(text: str | tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """--format md or md,json → ("md",) or ("md", "json"); UsageError otherwise."""
+    parts = [p.strip().lower() for p in (text.split(",") if isinstance(text, str) else text) if p.strip()]
+    return check_formats(tuple(dict.fromkeys(sorted(parts, key=lambda p: FORMATS.index(p) if p in FORMATS else 9))))
+
+
+def check_formats(formats: tuple[str, ...]) -> tuple[str, ...]:
+    unknown = [f for f in formats if f not in FORMATS]
+    if unknown or "md" not in formats:
+        raise UsageError(f"--format {','.join(formats)}: choose md or md,json (the Markdown is always written)")
+    return formats
+
+
 # Every `convert` option can come from the environment (flags win): option name → variable.
 ENV = {name: "OCRBATCH_" + name.upper() for name in (
     "output", "engine", "model", "dtype", "prompt", "max_new_tokens", "threads", "model_size", "keep_furniture",
     "devices", "dpi", "text_layer", "ray", "ray_workers", "max_batch", "schedule", "quantize", "max_wait_ms",
     "workers", "pages", "max_pixels", "force", "null", "json", "quiet", "no_progress", "log_every", "metrics_file",
-    "verbose")}
+    "verbose", "format", "join", "review_below")}
 _INTS = {"max_new_tokens", "threads", "dpi", "ray_workers", "max_wait_ms", "workers", "verbose",
          "max_pixels"}
-_FLAGS = {"force", "null", "json", "quiet", "no_progress", "keep_furniture"}
+_FLAGS = {"force", "null", "json", "quiet", "no_progress", "keep_furniture", "join"}
 # The options a Converter takes (the others belong to one run, or to the command line).
 CONVERTER_OPTIONS = ("engine", "model", "dtype", "prompt", "max_new_tokens", "threads", "model_size",
                      "keep_furniture", "devices", "dpi", "text_layer", "ray", "ray_workers", "max_batch",
@@ -218,11 +243,11 @@ def env_options(environ: "os._Environ[str] | dict[str, str]") -> dict[str, objec
             if raw.lower() not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
                 raise UsageError(f"{var}={raw!r}: use 1/true/yes or 0/false/no")
             found[name] = raw.lower() in ("1", "true", "yes", "on")
-        elif name == "log_every":
+        elif name in ("log_every", "review_below"):
             try:
                 found[name] = float(raw)
             except ValueError:
-                raise UsageError(f"{var}={raw!r}: a number of seconds is needed") from None
+                raise UsageError(f"{var}={raw!r}: a number is needed") from None
         else:
             found[name] = raw
     return found

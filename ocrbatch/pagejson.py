@@ -87,7 +87,15 @@ def page_json(result: PageResult, engine: str, dpi: int | None = None, figure_fi
 
 
 def dumps(page: dict) -> bytes:
-    return (json.dumps(page, ensure_ascii=False, indent=1) + "\n").encode("utf-8", errors="replace")
+    """The page JSON as a file: its fields on the first lines, then one line per line and per figure."""
+    def array(items: list) -> str:
+        if not items:
+            return "[]"
+        return "[\n" + ",\n".join("  " + json.dumps(i, ensure_ascii=False) for i in items) + "\n ]"
+
+    head = json.dumps({k: v for k, v in page.items() if k not in ("lines", "figures")}, ensure_ascii=False)
+    text = f'{head[:-1]},\n "lines": {array(page["lines"])},\n "figures": {array(page["figures"])}}}\n'
+    return text.encode("utf-8", errors="replace")
 
 
 def _px(box: Box) -> list[float]:

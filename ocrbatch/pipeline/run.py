@@ -23,6 +23,7 @@ from . import count, decode, discover, remote, signals, write
 from .lanes import RunReply
 from .ledger import LedgerQueue, PageLedger
 from .lock import OutputLock
+from .outputs import Outputs
 from .queue import ClosableQueue, stage_thread
 from .service import Service, lent
 from .stats import Snapshot, Stats, Summary, Watch, summary_dict
@@ -31,13 +32,17 @@ log = logging.getLogger("ocrbatch")
 
 
 class _Run:
-    def __init__(self, config: RunConfig, service: Service, stdin: IO[str] | None) -> None:
+    def __init__(self, config: RunConfig, service: Service, stdin: IO[str] | None, follow: Any = None) -> None:
         self.config, self.service, self.stdin, self.out = config, service, stdin, config.output
         self.front, self.lanes, self.devices = service.front, service.lanes, service.devices
         # furniture kept or not changes text-layer pages whatever the engine: resume never mixes the two
         ident = self.front.identity() + ("+furniture" if config.engine_options.keep_furniture else "")
         self.manifest = Manifest(self.out, ident)
-        self.writer = write.Writer(self.out, self.manifest, ident, pages=config.pages)
+        self.outputs = Outputs(self.out, self.manifest, ident, formats=config.formats, join=config.join,
+                               review_below=config.review_below, pages=config.pages, dpi=config.dpi,
+                               follow=follow.written if follow is not None else None)
+        self.follow = follow
+        self.writer = write.Writer(self.out, self.manifest, ident, self.outputs)
         self.found = discover.Discovery()
         self.counter = count.PageCounter(config.inputs, config.pages, [self.out])  # the total ahead of discovery
         n_dec = 0 if config.ray else config.workers
@@ -55,9 +60,15 @@ class _Run:
 
     # -- the stages, in data-flow order ----------------------------------------------------------
     def discover(self) -> None:
-        discover.run(self.config.inputs, self.refs, self.results, stdin=self.stdin, found=self.found,
+        refs, results = self.refs, self.results
+        if self.follow is not None:  # it sees what discovery hands on, in order
+            refs, results = _Seen(refs, self.follow.found), _Seen(results, self.follow.found)
+        discover.run(self.config.inputs, refs, results, stdin=self.stdin, found=self.found,
                      null_separated=self.config.null_separated, pages=self.config.pages, skip_dirs=[self.out],
-                     is_done=self.manifest.is_done, force=self.config.force)
+                     is_done=self._is_done, force=self.config.force)
+
+    def _is_done(self, ref: PageRef) -> bool:
+        return self.manifest.is_done(ref) and self.outputs.still_done(ref)
 
     def decode(self) -> None:  # → batch and infer, in the service
         c = self.config
@@ -178,14 +189,31 @@ class _Run:
         return Summary(counts=snap.done, pages_total=snap.pages_total, sources=self.found.sources,
                        missing_inputs=list(self.found.missing_inputs), renamed=list(self.found.renamed),
                        engine={**self.front.describe(), **ray}, figures=summary_dict(snap),
-                       output=str(self.out), failures=self.failures, stopped_by=self.stopping)
+                       output=str(self.out), failures=self.failures, stopped_by=self.stopping,
+                       review_below=self.config.review_below, review=self.outputs.review_list())
+
+
+class _Seen:
+    """A queue as discovery uses it, each item shown to `seen` before it goes in."""
+
+    def __init__(self, queue: ClosableQueue, seen: Callable[[Any], None]) -> None:
+        self._queue, self._seen = queue, seen
+
+    def put(self, item: Any, *args: Any, **kw: Any) -> None:
+        self._seen(item)
+        self._queue.put(item, *args, **kw)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._queue, name)
 
 
 def run(config: RunConfig, *, stdin: IO[str] | None = None, watch: Watch | None = None,
-        service: Callable[[], Service] | None = None) -> Summary:
+        service: Callable[[], Service] | None = None, follow: Any = None) -> Summary:
     """Convert everything `config` names; returns the summary; raises OcrbatchError subclasses. `watch` gets a
-    function that returns a fresh Snapshot; `service` gives the engine side (a Converter's), else one is made."""
+    function that returns a fresh Snapshot; `service` gives the engine side (a Converter's), else one is made;
+    `follow` (e.g. stdout.StdoutPrinter) sees each page ref and early result discovery hands on, in order
+    (`found`, on discovery's thread), and each result once written and recorded (`written`, on the writer's)."""
     write.check_output(config.output)
     return_large_buffers_to_os()  # peak memory flat in the page count (memory.py)
     with OutputLock(config.output), lent(config.service, service) as engine_side:  # one run per output folder
-        return _Run(config, engine_side, stdin).execute(watch)
+        return _Run(config, engine_side, stdin, follow).execute(watch)

@@ -237,6 +237,8 @@ class Summary:
     output: str
     failures: list[str] = field(default_factory=list)
     stopped_by: OcrbatchError | None = None  # a signal or a write error ended the run early
+    review_below: float | None = None  # --review-below
+    review: list[dict[str, Any]] = field(default_factory=list)  # the pages under it, lowest score first
 
     @property
     def exit_code(self) -> ExitCode:
@@ -259,4 +261,5 @@ class Summary:
             "renamed": [{"source": s, "output": k} for s, k in self.renamed],
             "failures": self.failures,
             "stopped_by": str(self.stopped_by) if self.stopped_by is not None else None,
+            **({"review_below": self.review_below, "review": self.review} if self.review_below is not None else {}),
         }

@@ -12,22 +12,20 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from ..atomic import atomic_write, is_fatal
-from ..config import PageSelection
 from ..errors import OutputWriteError, UsageError
 from ..manifest import Manifest
 from ..records import PageResult, Status
+from .outputs import Outputs
 from .queue import ClosableQueue, Closed
 
 log = logging.getLogger("ocrbatch")
-files_log = logging.getLogger("ocrbatch.files")  # one record per finished file (write.FileTally)
 
 
 class Writer:
-    def __init__(self, out_dir: Path, manifest: Manifest, engine_identity: str,
-                 pages: PageSelection | None = None) -> None:
+    def __init__(self, out_dir: Path, manifest: Manifest, engine_identity: str, outputs: Outputs | None = None) -> None:
         self.out_dir = out_dir
         self.manifest = manifest
         self.engine_identity = engine_identity
@@ -35,12 +33,14 @@ class Writer:
         self.busy_s = 0.0
         self.last_error: str | None = None
         self.file_failures = 0  # whole files that failed before their pages were known
-        self.files = FileTally(pages)
+        # page JSON, joined documents, the review list, a line per file (outputs.py)
+        self.outputs = outputs or Outputs(out_dir, manifest, engine_identity)
 
     def write(self, result: PageResult) -> None:
         t0 = time.perf_counter()
         if result.status in (Status.OK, Status.TRUNCATED) and result.ref is not None:
             try:
+                self.outputs.add_attachments(result)
                 for att in result.attachments:
                     atomic_write(self.out_dir / att.relpath, att.data)
                 text = result.markdown if result.markdown.endswith("\n") else result.markdown + "\n"
@@ -61,9 +61,9 @@ class Writer:
         elif result.status is Status.TRUNCATED and result.ref is not None:
             log.warning("%s: output truncated at the token limit", result.ref.label)
         result.timings["write_s"] = time.perf_counter() - t0
-        self.manifest.record(result, self.engine_identity)
+        rec = self.manifest.record(result, self.engine_identity)
         self.counts[result.status] += 1
-        self.files.add(result)
+        self.outputs.recorded(result, rec)
         self.busy_s += time.perf_counter() - t0
 
     def _remove_stale(self, result: PageResult) -> None:
@@ -73,42 +73,6 @@ class Writer:
         for rel in self.manifest.attachments(result.ref):
             if rel not in now and not rel.startswith("/") and ".." not in rel.split("/"):
                 (self.out_dir / rel).unlink(missing_ok=True)
-
-
-class FileTally:
-    """Counts each file's pages as they are written; when a file's last selected page is in, one INFO record on
-    the `ocrbatch.files` logger (the command line shows it with -v: one line per finished file)."""
-
-    def __init__(self, pages: PageSelection | None) -> None:
-        self.pages = pages
-        self._open: dict[Path, dict[str, Any]] = {}
-
-    def add(self, result: PageResult) -> None:
-        if not files_log.isEnabledFor(logging.INFO):
-            return
-        if result.ref is None:  # the whole file failed
-            self._done(result.source_display, {"pages": 0, "failed": 1}, None)
-            return
-        src = result.ref.source
-        tally = self._open.setdefault(src.path, {"pages": 0})
-        tally["pages"] += 1
-        tally[result.status.value] = tally.get(result.status.value, 0) + 1
-        conf = result.confidence
-        if conf is not None and conf.score is not None:
-            tally["confidence"] = min(tally.get("confidence", 1.0), conf.score)
-        expected = len(self.pages.select(src.page_count)) if self.pages else src.page_count
-        if tally["pages"] >= expected:
-            del self._open[src.path]
-            self._done(src.display, tally, src.out_key.as_posix() + ("/" if src.multipage else ".md"))
-
-    @staticmethod
-    def _done(display: str, tally: dict[str, Any], output: str | None) -> None:
-        fields = {"file": display, **{k: str(v) for k, v in tally.items() if k != "confidence"}}
-        if "confidence" in tally:
-            fields["min_confidence"] = f"{tally['confidence']:.3f}"
-        if output is not None:
-            fields["output"] = output
-        files_log.info("%s", display, extra={"fields": fields})
 
 
 def run(results: ClosableQueue[PageResult], writer: Writer, busy: Callable[[float], None],

@@ -125,7 +125,9 @@ class Reporter:
         self._finished = True
         snap = self._snapshot() if self._snapshot is not None else None
         if self.mode == "plain" and snap is not None:
-            self._emit("finished", {**plain.figures(snap, final=True), "exit_code": str(int(summary.exit_code))})
+            review = {"review": str(len(summary.review))} if summary.review_below is not None else {}
+            self._emit("finished", {**plain.figures(snap, final=True), **review,
+                                    "exit_code": str(int(summary.exit_code))})
         if self.metrics is not None:
             self.metrics.write(snap, exit_code=int(summary.exit_code))
 

@@ -31,6 +31,12 @@ def summary_table(summary: Summary) -> Table:
     table.add_row("pages", Text.assemble(f"{summary.pages_total}{files}: ", Text(", ").join(parts)))
     if summary.missing_inputs:
         table.add_row("missing", Text(f"{len(summary.missing_inputs)} input(s) not found", style="red"))
+    if summary.review_below is not None:
+        n = len(summary.review)
+        lowest = f" (lowest: {summary.review[0]['source']} page {summary.review[0]['page']}, " \
+                 f"{summary.review[0]['score']:.3f})" if n else ""
+        table.add_row("review", Text(f"{n} page{'s' if n != 1 else ''} under confidence {summary.review_below:g}"
+                                     f"{lowest}", style="yellow" if n else ""))
     table.add_row("rate", f"{fmt.rate(f['pages_per_s'])} pages/s")
     table.add_row("wall time", fmt.wall(f["wall_s"]))
     busy = f.get("stage_busy_pct", {})

@@ -13,8 +13,9 @@ Schema, version 1 (`SCHEMA` below is the same as a JSON Schema; tests/test_pagej
      "confidence": {...},                 as in the manifest (confidence.py); null when the engine gives none
      "lines": [                           in the order the Markdown gives them
        {"order": 0,                       the line's place in that order (0, 1, 2...)
-        "block": 0,                       the layout block it went into, numbered in reading order; null:
-                                          left out of the reading order (a stamp up the margin)
+        "block": 0,                       the Markdown block (heading, paragraph, list item, table) it went
+                                          into, numbered in reading order; null: left out of the Markdown
+                                          (furniture)
         "kind": "text",                   "text"; "furniture" (running head, page number, margin stamp: not in
                                           the Markdown unless --keep-furniture); DeepSeek-OCR-2 gives its
                                           block's label (title, table, ...)

@@ -113,7 +113,7 @@ class PlacedLine:
     text: str
     box: Box  # in pixels of the page as decoded (a PDF page as rendered at --dpi, an image as stored)
     score: float | None = None  # the recognizer's (0..1); None: read from a text layer, or not scored
-    block: int | None = None  # the layout block it went into (numbered in reading order); None: left out
+    block: int | None = None  # the Markdown block it went into (numbered in reading order); None: left out
     kind: str = "text"  # text; furniture (a running head, page number, margin stamp: left out of the
     # Markdown unless --keep-furniture); DeepSeek-OCR-2: the label the model gave its block (title, table...)
 

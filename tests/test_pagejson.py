@@ -152,3 +152,19 @@ def test_a_page_without_geometry_still_has_a_valid_json():
     assert page["lines"] == [] and page["version"] == pagejson.VERSION and page["status"] == "truncated"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({**page, "version": 2}, pagejson.SCHEMA)
+
+
+def test_lines_carry_the_markdown_block_they_went_into_and_furniture_has_none(rapid):
+    im = Image.new("RGB", (1000, 1400), "white")
+    d = ImageDraw.Draw(im)
+    d.text((80, 80), "Harbour report", font=ImageFont.load_default(size=48), fill="black")
+    body = ["The cargo landed in May rose by a tenth over April, and the", "passenger ferries ran on time on all",
+            "but two days of the month, both in the storm week."]
+    for i, text in enumerate(body):
+        d.text((80, 200 + 40 * i), text, font=ImageFont.load_default(size=26), fill="black")
+    d.text((440, 1320), "Page 2 of 9", font=ImageFont.load_default(size=26), fill="black")
+    out = rapid.infer([PageImage(ref=_ref(), image=im)])[0]
+    lines = [(l.text, l.block, l.kind) for l in out.lines.lines]
+    assert lines == [("Harbour report", 0, "text")] + [(t, 1, "text") for t in body] + \
+        [("Page 2 of 9", None, "furniture")], lines
+    assert out.markdown.startswith("#") and "Page 2 of 9" not in out.markdown

@@ -2,7 +2,9 @@
 
     POST /v1/convert   a PDF or image (multipart field `file`, or the raw body) → its pages as JSON, Markdown
                        (Accept: text/markdown) or NDJSON lines as each page finishes (Accept:
-                       application/x-ndjson); ?pages=1-3, ?priority=interactive|bulk
+                       application/x-ndjson); ?pages=1-3, ?priority=interactive|bulk; each page with its
+                       confidence, and with ?format=lines (or Accept: application/json; format=lines) its lines
+                       and boxes (the page JSON of pagejson.py)
     GET  /healthz      the process answers
     GET  /readyz       the engine is loaded (503 while loading, or if it failed to load)
     GET  /metrics      Prometheus text
@@ -151,6 +153,8 @@ async def _convert(state: ServerState, request: Request) -> Response:
                               lambda n: state.metrics.pages.labels("cancelled").inc(n))
         handed_over = True
         job = _Job(state, request, pages, path, name, multipage, priority, started)
+        if wants_lines(request):
+            job.lines = {"engine": state.conv.engine, "dpi": getattr(getattr(state.conv, "_template", None), "dpi", None)}
         accept = request.headers.get("accept", "")
         if NDJSON in accept:
             return StreamingResponse(job.ndjson(), media_type=NDJSON)
@@ -184,9 +188,26 @@ def _probe(path: Path, name: str) -> tuple[int, bool]:
     return count, kind is Kind.PDF or (kind is Kind.TIFF and count > 1)
 
 
-def page_entry(page: int, result: PageResult) -> dict[str, Any]:
-    return {"page": page, "status": result.status.value, "markdown": result.markdown,
-            "error": result.message, "timings": {k: round(v, 4) for k, v in result.timings.items()}}
+def page_entry(page: int, result: PageResult, lines: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A page in the JSON and NDJSON answers; `lines` (format=lines): the page JSON's fields (pagejson.py)."""
+    conf = result.info.get("confidence")
+    entry = {"page": page, "status": result.status.value, "markdown": result.markdown,
+             "error": result.message, "timings": {k: round(v, 4) for k, v in result.timings.items()},
+             "confidence": conf}
+    if lines is not None and result.ref is not None and result.status in (Status.OK, Status.TRUNCATED):
+        from ..pagejson import page_json
+
+        entry["lines"] = page_json(result, lines["engine"], dpi=lines["dpi"] if result.ref.source.kind.value == "pdf"
+                                   else None)
+    return entry
+
+
+def wants_lines(request: Request) -> bool:
+    """`?format=lines`, or `Accept: application/json; format=lines` (or application/x-ndjson; format=lines)."""
+    if request.query_params.get("format") == "lines":
+        return True
+    return any(p.strip().replace(" ", "") == "format=lines" for part in request.headers.get("accept", "").split(",")
+               for p in part.split(";")[1:])
 
 
 class _Job:
@@ -196,6 +217,7 @@ class _Job:
                  path: Path, name: str, multipage: bool, priority: str, started: float) -> None:
         self.state, self.request, self.pages, self.path = state, request, pages, path
         self.name, self.multipage, self.priority, self.started = name, multipage, priority, started
+        self.lines: dict[str, Any] | None = None  # format=lines: the page JSON in each page's entry
 
     def _seen(self, result: PageResult) -> None:
         m = self.state.metrics
@@ -246,7 +268,7 @@ class _Job:
             return PlainTextResponse(_markdown(results, self.multipage), status, media_type=MARKDOWN)
         return JSONResponse({"name": self.name, "priority": self.priority,
                              "failed": sum(r.status is Status.FAILED for _, r in results),
-                             "pages": [page_entry(p, r) for p, r in results]}, status)
+                             "pages": [page_entry(p, r, self.lines) for p, r in results]}, status)
 
     async def ndjson(self) -> AsyncIterator[bytes]:
         gone = asyncio.ensure_future(_disconnected(self.request))
@@ -266,7 +288,7 @@ class _Job:
                 self._seen(result)
                 n += 1
                 failed += result.status is Status.FAILED
-                yield (json.dumps(page_entry(page, result)) + "\n").encode()
+                yield (json.dumps(page_entry(page, result, self.lines)) + "\n").encode()
             yield (json.dumps({"done": True, "name": self.name, "pages": n, "failed": failed}) + "\n").encode()
             finished = True
         finally:

@@ -1,19 +1,23 @@
 """The command line: options → a Converter → convert(); errors → exit codes. No logic lives here.
 
-Every `convert` option may also come from an OCRBATCH_* variable (config.ENV); a flag given wins."""
+The `convert` and `serve` options are made from one table (config.OPTIONS): each has its flag and its
+OCRBATCH_* variable; a flag given wins."""
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import logging
+import os
 import sys
 from pathlib import Path
-from typing import Callable, NoReturn, Optional
+from typing import Any, Callable, NoReturn, Optional
 
 import typer
 
-from . import __version__
-from .config import ENV
+from . import __version__, config
+from .config import Option
 from .errors import ExitCode, OcrbatchError, UsageError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -70,99 +74,86 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
     pass
 
 
-def _opt(name: str, default, *flags: str, **kw):
-    """A `convert` option that may also come from its OCRBATCH_* variable (the flag wins)."""
-    return typer.Option(default, *flags, envvar=ENV[name], show_envvar=False, **kw)
+_ANNOTATIONS = {"text": str, "int": int, "count": int, "float": float, "path": Path, "switch": bool, "batch": str}
+
+
+def _flag(option: Option) -> inspect.Parameter:
+    """The command-line parameter of one row of config.OPTIONS (typer reads it from the command's signature)."""
+    names = [f"{option.flag}/{option.off}" if option.kind == "switch" else option.flag, *option.short]
+    info = typer.Option(option.default, *names, help=option.help, metavar=option.metavar, count=option.kind == "count",
+                        show_default=option.default is not None and option.kind not in ("switch", "count"))
+    kind = _ANNOTATIONS[option.kind]
+    return inspect.Parameter(option.name, inspect.Parameter.KEYWORD_ONLY, default=info,
+                             annotation=kind if option.default is not None or option.kind == "switch"
+                             else Optional[kind])
+
+
+def _with_options(scope: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Gives the command a flag for every option of `scope` in config.OPTIONS, and calls it with `options`:
+    each option's value from its flag if given, else from its OCRBATCH_* variable, else its default, checked
+    (a refused value names its flag or its variable, and exits 2)."""
+    rows = config.options(scope)
+
+    def wrap(command: Callable[..., None]) -> Callable[..., None]:
+        own = [p for p in inspect.signature(command).parameters.values() if p.name != "options"]
+
+        @functools.wraps(command)
+        def with_options(ctx: typer.Context, **kwargs) -> None:
+            given = {o.name: kwargs.pop(o.name) for o in rows if _on_command_line(ctx, o.name)}
+            for o in rows:
+                kwargs.pop(o.name, None)
+            try:
+                options = config.settle(scope, given, os.environ)
+            except UsageError as exc:  # a variable's value (or a flag's) refused: exit 2, naming it
+                _setup_logging(quiet=False, verbose=0)
+                _exit_with(functools.partial(_raise, exc), verbose=0)
+            command(**kwargs, options=options)
+
+        context = inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)
+        signature = inspect.Signature([context, *own, *map(_flag, rows)])
+        with_options.__signature__ = signature  # type: ignore[attr-defined]
+        del with_options.__wrapped__  # typer reads __signature__, not the command's own
+        return with_options
+
+    return wrap
+
+
+def _raise(exc: BaseException) -> NoReturn:
+    raise exc
+
+
+def _on_command_line(ctx: typer.Context, name: str) -> bool:
+    source = ctx.get_parameter_source(name)  # click's ParameterSource (typer carries its own click)
+    return source is not None and source.name == "COMMANDLINE"
+
+
+def _converter_options(options: dict[str, Any]) -> dict[str, Any]:
+    """The Converter's keywords among a command's options."""
+    return {o.name: options[o.name] for o in config.options(config.ENGINE) if o.name in options}
 
 
 @app.command()
-def convert(
-    inputs: list[str] = typer.Argument(..., help="Files, folders, or - to read a list of paths from stdin."),
-    output: Path = _opt("output", ..., "-o", "--output", help="Folder for the Markdown files and manifest.jsonl."),
-    engine: str = _opt("engine", "rapidocr", "--engine", "-e",
-                       help="rapidocr (embedded, CPU), deepseek-ocr2 (GPU, needs --model) or fake."),
-    model: Optional[str] = _opt("model", None, "--model", "-m",
-                                help="deepseek-ocr2 weights: a local folder or a Hugging Face id."),
-    dtype: str = _opt("dtype", "auto", "--dtype", help="auto, bfloat16, float16 or float32 (deepseek-ocr2)."),
-    prompt: str = _opt("prompt", "markdown", "--prompt",
-                       help="markdown, free, or your own text containing <image> (deepseek-ocr2)."),
-    max_new_tokens: int = _opt("max_new_tokens", 8192, "--max-new-tokens",
-                               help="Most tokens per page (deepseek-ocr2)."),
-    threads: Optional[int] = _opt("threads", None, "--threads",
-                                  help="CPU threads for the engine (rapidocr: default the CPUs available, "
-                                       "up to 8; with --ray, the CPUs each worker takes, default 2)."),
-    model_size: str = _opt("model_size", "small", "--model-size",
-                           help="rapidocr: small (PP-OCRv6 small models) or tiny (about 3x faster, fewer words "
-                                "read right; unsure lines read again with small)."),
-    keep_furniture: bool = _opt("keep_furniture", False, "--keep-furniture",
-                                help="Keep running heads and feet, page numbers and margin stamps (left out by "
-                                     "default; rapidocr and PDF text layers)."),
-    devices: str = _opt("devices", "auto", "--devices",
-                        help="Where engines run: auto (every GPU for a GPU engine), cpu, 0,1 or cuda:0; "
-                             "one worker per device."),
-    dpi: int = _opt("dpi", 150, "--dpi", help="Resolution for rendering PDF pages."),
-    text_layer: str = _opt("text_layer", "auto", "--text-layer",
-                           help="PDF pages with a real text layer: auto (use it, OCR the rest), "
-                                "off (OCR every page) or only (never OCR; other pages fail)."),
-    ray: Optional[str] = _opt("ray", None, "--ray", metavar="ADDRESS",
-                              help="Convert on a Ray cluster: auto (the cluster this machine is part "
-                                   "of), local (a Ray instance just for this run) or the head's address."),
-    ray_workers: Optional[int] = _opt("ray_workers", None, "--ray-workers",
-                                      help="Engine workers on the Ray cluster (default: one per GPU, "
-                                           "or one per 2 CPUs for a CPU engine)."),
-    max_batch: str = _opt("max_batch", "auto", "--max-batch",
-                          help="Pages one device runs at once: a number, or auto (from 8, grown while pages/s "
-                               "gains and memory allows)."),
-    schedule: str = _opt("schedule", "continuous", "--schedule",
-                         help="deepseek-ocr2: continuous (pages leave and join the running batch between "
-                              "decoding steps) or static (whole batches)."),
-    quantize: str = _opt("quantize", "none", "--quantize",
-                         help="deepseek-ocr2 weights: none, int8 or nf4 (4-bit), through bitsandbytes."),
-    max_wait_ms: int = _opt("max_wait_ms", 200, "--max-wait-ms",
-                            help="Longest a page waits for its batch to fill."),
-    workers: Optional[int] = _opt("workers", None, "--workers", "-j", help="Decode threads (default: up to 4)."),
-    pages: Optional[str] = _opt("pages", None, "--pages", help="Pages to convert, e.g. 1-3,7,10- ."),
-    max_pixels: int = _opt("max_pixels", 200_000_000, "--max-pixels",
-                           help="Largest image frame to read, in pixels (default 200 MP); a larger one "
-                                "fails as a page instead of taking gigabytes."),
-    force: bool = _opt("force", False, "--force", help="Redo pages an earlier run already finished."),
-    null: bool = _opt("null", False, "-0", "--null", help="Paths on stdin are NUL-separated (find -print0)."),
-    as_json: bool = _opt("json", False, "--json", help="Print a JSON summary on stdout."),
-    formats: str = _opt("format", "md", "--format",
-                        help="md, or md,json: a NAME.json beside each page's Markdown (its lines, boxes, scores, "
-                             "reading order; schema in ocrbatch/pagejson.py)."),
-    join: bool = _opt("join", False, "--join",
-                      help="Also write one OUT/.../NAME.md per multi-page document, its pages joined with "
-                           "<!-- page N --> separators."),
-    review_below: Optional[float] = _opt("review_below", None, "--review-below", metavar="SCORE",
-                                         help="List the pages whose confidence is under SCORE (0-1) in the "
-                                              "summary (--json: \"review\")."),
-    quiet: bool = _opt("quiet", False, "-q", "--quiet", help="Print only errors."),
-    no_progress: bool = _opt("no_progress", False, "--no-progress",
-                             help="No live panel: plain timestamped lines every --log-every seconds."),
-    log_every: float = _opt("log_every", 30.0, "--log-every", metavar="SECONDS",
-                            help="Seconds between plain progress lines and --metrics-file updates."),
-    metrics_file: Optional[Path] = _opt("metrics_file", None, "--metrics-file", metavar="PATH",
-                                        help="Keep Prometheus metrics here (node_exporter textfile format)."),
-    verbose: int = _opt("verbose", 0, "-v", "--verbose", count=True, help="More detail; tracebacks on errors."),
-) -> None:
+@_with_options(config.RUN)
+def convert(inputs: list[str] = typer.Argument(..., help="Files, folders, or - to read a list of paths from stdin."),
+            *, options: dict[str, Any]) -> None:
     """Convert documents to Markdown: OUT/NAME.md per image, OUT/NAME/page-0001.md per PDF page.
-    Every option can also be set by an OCRBATCH_* variable (OCRBATCH_ENGINE, OCRBATCH_MAX_BATCH, ...)."""
-    _setup_logging(quiet, verbose)
+    Every option can also be set by an OCRBATCH_* variable (OCRBATCH_ENGINE, OCRBATCH_MAX_BATCH, ...);
+    a flag given wins."""
+    o = options
+    _setup_logging(o["quiet"], o["verbose"])
 
     def convert_all() -> ExitCode:
         from .converter import Converter
 
-        converter = Converter(engine=engine, model=model, devices=devices, max_batch=max_batch, dtype=dtype,
-                              prompt=prompt, max_new_tokens=max_new_tokens, threads=threads, dpi=dpi,
-                              model_size=model_size, keep_furniture=keep_furniture, text_layer=text_layer,
-                              ray=ray, ray_workers=ray_workers, max_wait_ms=max_wait_ms, workers=workers,
-                              max_pixels=max_pixels, schedule=schedule, quantize=quantize)
-        return _run_convert(converter, inputs, output, pages=pages, force=force, null=null, as_json=as_json,
-                            quiet=quiet, progress=not no_progress, log_every=log_every, metrics_file=metrics_file,
-                            verbose=verbose, formats=formats, join=join, review_below=review_below)
+        if o["output"] is None:
+            raise UsageError("missing -o/--output DIR (or OCRBATCH_OUTPUT): where the Markdown files go")
+        converter = Converter(**_converter_options(o))
+        return _run_convert(converter, inputs, o["output"], pages=o["pages"], force=o["force"], null=o["null"],
+                            as_json=o["json"], quiet=o["quiet"], progress=not o["no_progress"],
+                            log_every=o["log_every"], metrics_file=o["metrics_file"], verbose=o["verbose"],
+                            formats=o["format"], join=o["join"], review_below=o["review_below"])
 
-    _exit_with(convert_all, verbose)
+    _exit_with(convert_all, o["verbose"])
 
 
 def _exit_with(command: Callable[[], int], verbose: int) -> NoReturn:
@@ -288,45 +279,13 @@ def bench(
 
 
 @app.command()
-def serve(
-    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (0.0.0.0: every interface)."),
-    port: int = typer.Option(8000, "--port", "-p", help="Port to listen on (0: any free one, printed)."),
-    engine: str = _opt("engine", "rapidocr", "--engine", "-e",
-                       help="rapidocr, deepseek-ocr2 (needs --model), fake or fake-timed (load tests)."),
-    model: Optional[str] = _opt("model", None, "--model", "-m",
-                                help="deepseek-ocr2 weights: a local folder or a Hugging Face id."),
-    dtype: str = _opt("dtype", "auto", "--dtype", help="auto, bfloat16, float16 or float32 (deepseek-ocr2)."),
-    prompt: str = _opt("prompt", "markdown", "--prompt", help="markdown, free, or your own text (deepseek-ocr2)."),
-    max_new_tokens: int = _opt("max_new_tokens", 8192, "--max-new-tokens",
-                               help="Most tokens per page (deepseek-ocr2)."),
-    threads: Optional[int] = _opt("threads", None, "--threads", help="CPU threads for the engine."),
-    model_size: str = _opt("model_size", "small", "--model-size", help="rapidocr: small or tiny (faster)."),
-    keep_furniture: bool = _opt("keep_furniture", False, "--keep-furniture",
-                                help="Keep running heads and feet, page numbers and margin stamps."),
-    devices: str = _opt("devices", "auto", "--devices", help="Where engines run: auto, cpu, 0,1 or cuda:0."),
-    dpi: int = _opt("dpi", 150, "--dpi", help="Resolution for rendering PDF pages."),
-    text_layer: str = _opt("text_layer", "auto", "--text-layer", help="PDF text layers: auto, off or only."),
-    max_batch: int = _opt("max_batch", 8, "--max-batch", help="Most pages in one engine batch."),
-    schedule: str = _opt("schedule", "continuous", "--schedule",
-                         help="deepseek-ocr2: continuous (pages of every request leave and join the running "
-                              "batch between decoding steps) or static (whole batches)."),
-    quantize: str = _opt("quantize", "none", "--quantize", help="deepseek-ocr2 weights: none, int8 or nf4."),
-    max_wait_ms: int = _opt("max_wait_ms", 200, "--max-wait-ms",
-                            help="Longest a page waits for its batch to fill."),
-    workers: Optional[int] = _opt("workers", None, "--workers", "-j", help="Decode threads (default: up to 4)."),
-    max_upload_mb: float = typer.Option(50.0, "--max-upload-mb", help="Larger uploads are refused (413)."),
-    max_queue: int = typer.Option(256, "--max-queue",
-                                  help="Most pages held for requests at once; a request beyond is refused "
-                                       "(503 with Retry-After)."),
-    token: Optional[str] = typer.Option(None, "--token", envvar="OCRBATCH_TOKEN", show_envvar=True,
-                                        help="Require Authorization: Bearer TOKEN on /v1/* (401 without)."),
-    drain_s: float = typer.Option(30.0, "--drain-s", metavar="SECONDS",
-                                  help="On SIGTERM, how long requests in flight may take to finish."),
-    quiet: bool = _opt("quiet", False, "-q", "--quiet", help="Print only errors."),
-    verbose: int = _opt("verbose", 0, "-v", "--verbose", count=True, help="Server logs (-vv: every request)."),
-) -> None:
-    """Serve conversions over HTTP: one loaded engine; concurrent requests share its batches."""
-    _setup_logging(quiet, verbose)
+@_with_options(config.SERVE)
+def serve(*, options: dict[str, Any]) -> None:
+    """Serve conversions over HTTP: one loaded engine; concurrent requests share its batches.
+    Every option can also be set by an OCRBATCH_* variable (OCRBATCH_TOKEN, OCRBATCH_ENGINE, ...); a flag
+    given wins."""
+    o = options
+    _setup_logging(o["quiet"], o["verbose"])
 
     def run_server() -> int:
         try:
@@ -335,15 +294,13 @@ def serve(
             raise UsageError(f"ocrbatch serve needs the serve extra: pip install 'ocrbatch[serve]' ({exc})") from exc
         from .serve.config import ServeConfig
 
-        config = ServeConfig(host=host, port=port, max_upload_mb=max_upload_mb, max_queue=max_queue,
-                             token=token, drain_s=drain_s, window=2 * max(1, max_batch))
-        options = dict(engine=engine, model=model, dtype=dtype, prompt=prompt, max_new_tokens=max_new_tokens,
-                       threads=threads, model_size=model_size, keep_furniture=keep_furniture, devices=devices,
-                       dpi=dpi, text_layer=text_layer, max_batch=max_batch, max_wait_ms=max_wait_ms,
-                       workers=workers, schedule=schedule, quantize=quantize)
-        return serve_main(options, config, verbose=verbose, quiet=quiet)
+        first, _ = config.parse_max_batch(o["max_batch"])
+        serve_config = ServeConfig(host=o["host"], port=o["port"], max_upload_mb=o["max_upload_mb"],
+                                   max_queue=o["max_queue"], token=o["token"], drain_s=o["drain_s"],
+                                   window=2 * first)
+        return serve_main(_converter_options(o), serve_config, verbose=o["verbose"], quiet=o["quiet"])
 
-    _exit_with(run_server, verbose)
+    _exit_with(run_server, o["verbose"])
 
 
 @app.command()

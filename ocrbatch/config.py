@@ -1,11 +1,31 @@
-"""The run's configuration: frozen, typed, validated once when built."""
+"""The options and the run's configuration.
+
+`OPTIONS` is the one table of options, a row each: name, kind, default, help, scope, the values allowed. From it
+come the `convert` and `serve` flags (cli.py), the OCRBATCH_* variables, the `Converter`'s keywords and their
+checks (converter.py), and the README's list (tests/test_options.py keeps the README true to it). A row's
+scope says where it goes:
+
+    run     a flag of `ocrbatch convert` (one run: its inputs, output and reporting)
+    serve   a flag of `ocrbatch serve`
+    engine  a keyword of `ocrbatch.Converter`: the engine side, kept across runs (a field of EngineOptions when
+            it has one of that name, which the engine reads; else of RunConfig / ServiceConfig)
+
+Every option with a flag also reads OCRBATCH_<NAME> (a flag given wins); a value refused names where it came
+from: `--dpi 20: ...`, `OCRBATCH_DPI='abc': ...`. A switch has its opposite flag (`--no-quiet`; `--progress`
+for `--no-progress`), so that a flag can undo a variable.
+
+Adding an engine option is one row (scope ENGINE_FLAG) and its field in EngineOptions, which the engine reads.
+The configuration objects built from the values are frozen, typed and validated once.
+"""
 
 from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
 from .errors import UsageError
 
 
@@ -39,28 +59,288 @@ class PageSelection:
         return sorted(chosen)
 
 
+RUN, SERVE, ENGINE = "run", "serve", "engine"
+ENGINE_FLAG = frozenset({RUN, SERVE, ENGINE})  # a flag of both commands and a Converter keyword
+MAX_BATCH_START = 8  # the first cap on pages per batch; --max-batch auto grows it from here (gpu/throughput.py)
+# The kinds of value an option takes, and what one must be: batch is a number of pages, or auto; count a flag
+# given N times (-vv).
+KINDS = {"text": "text", "int": "a whole number", "count": "a whole number", "float": "a number",
+         "path": "a path", "switch": "true or false", "batch": "a number of pages, or auto"}
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+@dataclass(frozen=True)
+class Option:
+    """One row of OPTIONS."""
+
+    name: str  # the Converter keyword and config field; the flag is --name-with-dashes, the variable OCRBATCH_NAME
+    kind: str  # one of KINDS
+    default: Any
+    help: str
+    scope: frozenset[str]  # RUN, SERVE, ENGINE: see the module's docstring
+    short: tuple[str, ...] = ()  # short flags, e.g. ("-o",)
+    choices: tuple[str, ...] = ()  # the values allowed, when they are a list
+    least: float | None = None  # the smallest value allowed
+    most: float | None = None  # the largest value allowed
+    check: Callable[[Any], str | None] | None = None  # any other rule: why a value is refused, or None
+    metavar: str | None = None
+
+    def __post_init__(self) -> None:
+        assert self.kind in KINDS, self.kind
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def off(self) -> str | None:
+        """A switch's opposite flag: --no-NAME (for a switch named no_X: --X)."""
+        if self.kind != "switch":
+            return None
+        return "--" + self.name[3:].replace("_", "-") if self.name.startswith("no_") else "--no-" + self.flag[2:]
+
+    @property
+    def env(self) -> str:
+        return "OCRBATCH_" + self.name.upper()
+
+    def problem(self, value: Any) -> str | None:
+        """Why `value` is refused, or None."""
+        if value is None:
+            return None if self.default is None else "a value is needed"
+        want = {"int": int, "count": int, "float": (int, float), "text": (str, os.PathLike),  # e.g. a model's path
+                "path": (str, os.PathLike), "switch": bool, "batch": (int, str)}[self.kind]
+        if not isinstance(value, want) or (isinstance(value, bool) and self.kind != "switch"):
+            return f"{KINDS[self.kind]} is needed, not {type(value).__name__}"
+        if self.kind == "batch":
+            if isinstance(value, str) and value.strip().lower() == "auto":
+                return None
+            try:
+                value = int(value)
+            except ValueError:
+                return f"{KINDS[self.kind]} is needed"
+        if self.choices and value not in self.choices:
+            return "choose " + _either(self.choices)
+        if self.least is not None and self.most is not None and not self.least <= value <= self.most:
+            return f"choose between {self.least:g} and {self.most:g}"
+        if self.least is not None and value < self.least:
+            return "cannot be negative" if self.least == 0 else f"must be at least {self.least:g}"
+        return self.check(value) if self.check is not None else None
+
+    def checked(self, value: Any, label: str | None = None) -> Any:
+        """`value` if allowed (a path as a Path); else UsageError, naming `label` (default: the flag)."""
+        why = self.problem(value)
+        if why is not None:
+            raise UsageError(f"{label or f'{self.flag} {value}'}: {why}")
+        return Path(value) if self.kind == "path" and value is not None else value
+
+    def read(self, raw: str) -> Any:
+        """The value of OCRBATCH_NAME=raw, checked; UsageError naming the variable."""
+        label = f"{self.env}={raw!r}"
+        text = raw.strip()
+        if self.kind in ("int", "count", "float"):
+            try:
+                value: Any = float(text) if self.kind == "float" else int(text)
+            except ValueError:
+                raise UsageError(f"{label}: {KINDS[self.kind]} is needed") from None
+        elif self.kind == "switch":
+            if text.lower() not in _TRUE + _FALSE:
+                raise UsageError(f"{label}: use 1/true/yes or 0/false/no")
+            value = text.lower() in _TRUE
+        else:
+            value = raw if self.kind == "text" else text
+        return self.checked(value, label)
+
+
+def _either(choices: Iterable[str]) -> str:
+    *most, last = choices
+    return f"{', '.join(most)} or {last}" if most else last
+
+
+FORMATS = ("md", "json")  # --format: what each page is written as
+
+
+def parse_formats(text: "str | tuple[str, ...] | list[str]") -> tuple[str, ...]:
+    """--format md or md,json → ("md",) or ("md", "json"); UsageError otherwise."""
+    parts = [p.strip().lower() for p in (text.split(",") if isinstance(text, str) else text) if p.strip()]
+    formats = tuple(sorted(set(parts), key=lambda p: FORMATS.index(p) if p in FORMATS else len(FORMATS)))
+    why = _formats_problem(",".join(formats))
+    if why:
+        raise UsageError(f"--format {','.join(parts)}: {why}")
+    return formats
+
+
+def _formats_problem(text: str) -> str | None:
+    parts = [p.strip().lower() for p in text.split(",") if p.strip()]
+    if any(p not in FORMATS for p in parts) or "md" not in parts:
+        return "choose md or md,json (the Markdown is always written)"
+    return None
+
+
+def _pages_problem(text: str) -> str | None:
+    try:
+        PageSelection.parse(text)
+    except UsageError as exc:
+        return str(exc).split(": ", 1)[-1]
+    return None
+
+
+OPTIONS: tuple[Option, ...] = (
+    # -- a run's output -----------------------------------------------------------------------------------
+    Option("output", "path", None, "Folder for the Markdown files and manifest.jsonl (required).", frozenset({RUN}),
+           short=("-o",), metavar="DIR"),
+    # -- the engine --------------------------------------------------------------------------------------
+    Option("engine", "text", "rapidocr", "rapidocr (embedded, CPU), deepseek-ocr2 (GPU, needs --model), fake "
+           "(describes pages) or fake-timed (load tests).", ENGINE_FLAG, short=("-e",)),
+    Option("model", "text", None, "deepseek-ocr2 weights: a local folder or a Hugging Face id.", ENGINE_FLAG,
+           short=("-m",)),
+    Option("dtype", "text", "auto", "auto, bfloat16, float16 or float32 (deepseek-ocr2).", ENGINE_FLAG),
+    Option("prompt", "text", "markdown", "markdown, free, or your own text containing <image> (deepseek-ocr2).",
+           ENGINE_FLAG),
+    Option("max_new_tokens", "int", 8192, "Most tokens per page (deepseek-ocr2).", ENGINE_FLAG, least=1),
+    Option("threads", "int", None, "CPU threads for the engine (rapidocr: default the CPUs available, up to 8; "
+           "with --ray, the CPUs each worker takes, default 2).", ENGINE_FLAG, least=1),
+    Option("model_size", "text", "small", "rapidocr: small (PP-OCRv6 small models) or tiny (about 3x faster, "
+           "fewer words read right; unsure lines read again with small).", ENGINE_FLAG, choices=("small", "tiny")),
+    Option("keep_furniture", "switch", False, "Keep running heads and feet, page numbers and margin stamps (left "
+           "out by default; rapidocr and PDF text layers).", ENGINE_FLAG),
+    Option("devices", "text", "auto", "Where engines run: auto (every GPU for a GPU engine), cpu, 0,1 or cuda:0; "
+           "one worker per device.", ENGINE_FLAG),
+    Option("dpi", "int", 150, "Resolution for rendering PDF pages.", ENGINE_FLAG, least=36, most=1200),
+    Option("text_layer", "text", "auto", "PDF pages with a real text layer: auto (use it, OCR the rest), off (OCR "
+           "every page) or only (never OCR; other pages fail).", ENGINE_FLAG, choices=("auto", "off", "only")),
+    Option("ray", "text", None, "Convert on a Ray cluster: auto (the cluster this machine is part of), local (a "
+           "Ray instance just for this run) or the head's address.", frozenset({RUN, ENGINE}), metavar="ADDRESS"),
+    Option("ray_workers", "int", None, "Engine workers on the Ray cluster (default: one per GPU, or one per 2 CPUs "
+           "for a CPU engine).", frozenset({RUN, ENGINE}), least=1),
+    Option("max_batch", "batch", "auto", f"Pages one device runs at once: a number, or auto (from "
+           f"{MAX_BATCH_START}, grown while pages/s gains and memory allows; CPU engines keep {MAX_BATCH_START}).",
+           ENGINE_FLAG, least=1),
+    Option("schedule", "text", "continuous", "deepseek-ocr2: continuous (pages leave and join the running batch "
+           "between decoding steps) or static (whole batches).", ENGINE_FLAG, choices=("continuous", "static")),
+    Option("quantize", "text", "none", "deepseek-ocr2 weights: none, int8 or nf4 (4-bit), through bitsandbytes.",
+           ENGINE_FLAG, choices=("none", "int8", "nf4")),
+    Option("max_wait_ms", "int", 200, "Longest a page waits for its batch to fill.", ENGINE_FLAG, least=0),
+    Option("workers", "int", None, "Decode threads (default: up to 4).", ENGINE_FLAG, short=("-j",), least=1),
+    Option("max_pixels", "int", 200_000_000, "Largest image frame to read, in pixels (default 200 MP); a larger "
+           "one fails as a page instead of taking gigabytes.", ENGINE_FLAG, least=1_000_000),
+    Option("stall_timeout", "float", 1800.0, "Seconds pages may be in flight with none finished (a stuck engine) "
+           "before they fail as stalled; convert then stops (exit 8).", ENGINE_FLAG, metavar="SECONDS",
+           check=lambda v: None if v > 0 else "must be a positive number of seconds"),
+    Option("starve_ms", "int", 5000, "The longest a bulk page waits while interactive pages keep coming.",
+           frozenset({ENGINE}), least=0),
+    # -- a run -------------------------------------------------------------------------------------------
+    Option("pages", "text", None, "Pages to convert, e.g. 1-3,7,10- .", frozenset({RUN}), check=_pages_problem),
+    Option("force", "switch", False, "Redo pages an earlier run already finished.", frozenset({RUN})),
+    Option("null", "switch", False, "Paths on stdin are NUL-separated (find -print0).", frozenset({RUN}),
+           short=("-0",)),
+    Option("json", "switch", False, "Print a JSON summary on stdout.", frozenset({RUN})),
+    Option("no_progress", "switch", False, "No live panel: plain timestamped lines every --log-every seconds.",
+           frozenset({RUN})),
+    Option("log_every", "float", 30.0, "Seconds between plain progress lines and --metrics-file updates.",
+           frozenset({RUN}), least=0, metavar="SECONDS"),
+    Option("metrics_file", "path", None, "Keep Prometheus metrics here (node_exporter textfile format).",
+           frozenset({RUN}), metavar="PATH"),
+    Option("format", "text", "md", "md, or md,json: also a NAME.json beside each page's Markdown (its lines, boxes, "
+           "scores, reading order; schema in ocrbatch/pagejson.py).", frozenset({RUN}), check=_formats_problem),
+    Option("join", "switch", False, "Also write one OUT/.../NAME.md per multi-page document, its pages joined with "
+           "<!-- page N --> separators.", frozenset({RUN})),
+    Option("review_below", "float", None, "List the pages whose confidence score is under SCORE (0-1) in the "
+           "summary (--json: \"review\").", frozenset({RUN}), metavar="SCORE", most=1.0,
+           check=lambda v: None if 0 < v <= 1 else "give a confidence between 0 and 1, e.g. 0.9"),
+    # -- the server --------------------------------------------------------------------------------------
+    Option("host", "text", "127.0.0.1", "Address to listen on (0.0.0.0: every interface).", frozenset({SERVE})),
+    Option("port", "int", 8000, "Port to listen on (0: any free one, printed).", frozenset({SERVE}), short=("-p",),
+           least=0, most=65535),
+    Option("max_upload_mb", "float", 50.0, "Larger uploads are refused (413).", frozenset({SERVE}),
+           check=lambda v: None if v > 0 else "must be positive"),
+    Option("max_queue", "int", 256, "Most pages held for requests at once; a request beyond is refused (503 with "
+           "Retry-After).", frozenset({SERVE}), least=1),
+    Option("token", "text", None, "Require Authorization: Bearer TOKEN on /v1/* (401 without).", frozenset({SERVE}),
+           check=lambda v: None if v.strip() else "is empty"),
+    Option("drain_s", "float", 30.0, "On SIGTERM, how long requests in flight may take to finish.",
+           frozenset({SERVE}), least=0, metavar="SECONDS"),
+    # -- both commands -----------------------------------------------------------------------------------
+    Option("quiet", "switch", False, "Print only errors.", frozenset({RUN, SERVE}), short=("-q",)),
+    Option("verbose", "count", 0, "More detail, tracebacks on errors (serve: server logs; -vv every request).",
+           frozenset({RUN, SERVE}), short=("-v",), least=0),
+)
+OPTION = {o.name: o for o in OPTIONS}
+
+
+def options(scope: str) -> list[Option]:
+    """The rows of `scope` (RUN, SERVE or ENGINE), in the table's order."""
+    return [o for o in OPTIONS if scope in o.scope]
+
+
+def settle(scope: str, given: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Every option of `scope`: its value in `given` (flags given, or keywords) if there, else its OCRBATCH_*
+    variable's in `environ`, else its default. Each checked; UsageError for an unknown name or a value refused,
+    naming where it came from (the flag for `given`, the variable for `environ`)."""
+    rows = options(scope)
+    unknown = set(given) - {o.name for o in rows}
+    if unknown:
+        raise UsageError(f"unknown option(s) {', '.join(sorted(unknown))}; choose from "
+                         f"{', '.join(sorted(o.name for o in rows))}")
+    values = env_values(scope, environ or {}, skip=given)
+    return {o.name: o.checked(given[o.name]) if o.name in given else values.get(o.name, o.default) for o in rows}
+
+
+def env_values(scope: str, environ: Mapping[str, str], skip: Iterable[str] = ()) -> dict[str, Any]:
+    """The options of `scope` set in `environ` (OCRBATCH_DPI=300 → {"dpi": 300}), typed and checked; those named
+    in `skip` (given otherwise, which wins) are not read."""
+    skip = set(skip)
+    return {o.name: o.read(environ[o.env]) for o in options(scope)
+            if o.name not in skip and environ.get(o.env, "") != ""}
+
+
+def check(values: Mapping[str, Any]) -> None:
+    """UsageError, naming the flag, for the first value refused (names without a row are not checked)."""
+    for name, value in values.items():
+        if name in OPTION:
+            OPTION[name].checked(value)
+
+
+def options_help(scope: str) -> str:
+    """The options of `scope`, a line each: name=default (OCRBATCH_NAME): help (for docstrings)."""
+    return "\n".join(f"- {o.name}={o.default!r} ({o.env}): {o.help}" for o in options(scope))
+
+
+def parse_max_batch(value: "int | str") -> tuple[int, bool]:
+    """(first cap, grows automatically) from --max-batch: a number, or auto."""
+    OPTION["max_batch"].checked(value)
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return MAX_BATCH_START, True
+    return int(value), False
+
+
+def _default(name: str) -> Any:
+    return OPTION[name].default
+
+
 @dataclass(frozen=True)
 class EngineOptions:
-    """Options an engine may read; each engine documents which ones it uses."""
+    """What an engine reads. The user's options (rows of OPTIONS of the same name, which give their defaults)
+    first; then the pipeline's settings for it. Each engine documents which ones it uses."""
 
-    model: str | None = None  # weights: a local folder or a Hugging Face id
-    dtype: str = "auto"  # auto | bfloat16 | float16 | float32
-    prompt: str = "markdown"
-    max_new_tokens: int = 8192
+    model: str | None = _default("model")  # weights: a local folder or a Hugging Face id
+    dtype: str = _default("dtype")  # auto | bfloat16 | float16 | float32
+    prompt: str = _default("prompt")
+    max_new_tokens: int = _default("max_new_tokens")
+    threads: int | None = _default("threads")  # CPU threads (rapidocr: tasks in parallel; torch on a CPU)
+    quantize: str = _default("quantize")  # none | int8 | nf4 (bitsandbytes weights)
+    schedule: str = _default("schedule")  # continuous: rows leave and join between decoding steps; static: batches
+    model_size: str = _default("model_size")  # rapidocr: PP-OCRv6 small, or tiny (faster, below the accuracy goals)
+    keep_furniture: bool = _default("keep_furniture")  # keep running heads and feet, page numbers, margin stamps
+    # -- set by the pipeline (pipeline/service.py) or by benchmarks, not by users --
     min_new_tokens: int = 0  # benchmarks: equal to max_new_tokens, every page gets exactly that many
-    threads: int | None = None  # CPU threads for the engine (rapidocr: tasks in parallel; torch on a CPU)
     buffer_pages: int = 0  # pages whose preprocessed inputs may wait in buffers at once; 0: the engine's default
     pin_memory: bool | None = None  # page-locked host buffers; None: when CUDA is available
     batch_pages: int = 0  # most pages one batch can hold (device buffers are sized for it); 0: grow as needed
     reserve_buffers: bool = True  # make every buffer at once (a fixed cap); False: as pages need them (auto)
-    quantize: str = "none"  # none | int8 | nf4 (bitsandbytes weights)
-    schedule: str = "continuous"  # continuous: rows leave and join between decoding steps; static: whole batches
     page_lengths: tuple[tuple[str, int], ...] = ()  # benchmarks: (file name, tokens) each page ends after
-    model_size: str = "small"  # rapidocr: PP-OCRv6 small, or tiny (faster, below the accuracy goals)
-    keep_furniture: bool = False  # keep running heads and feet, page numbers, margin stamps (rapidocr, text layer)
 
 
-MODEL_SIZES = ("small", "tiny")  # --model-size (rapid.py also knows bench-only mixes)
+MODEL_SIZES = OPTION["model_size"].choices  # --model-size (rapid.py also knows bench-only mixes)
 
 
 def available_cpus() -> int:
@@ -79,175 +359,75 @@ def default_workers() -> int:
 class ServiceConfig:
     """The engine side of a run, kept by a Converter across runs (pipeline/service.py)."""
 
-    engine: str = "rapidocr"
+    engine: str = _default("engine")
     engine_options: EngineOptions = field(default_factory=EngineOptions)
-    devices: str = "auto"
-    max_batch: int = 8  # the first cap
+    devices: str = _default("devices")
+    max_batch: int = MAX_BATCH_START  # the first cap
     max_batch_auto: bool = False  # the cap grows while throughput gains (gpu/throughput.py)
-    max_wait_s: float = 0.2
+    max_wait_s: float = _default("max_wait_ms") / 1000.0
     workers: int = 4  # decode threads feeding it (sizes the buffers)
     ray: str | None = None
-    starve_s: float = 5.0  # the longest a bulk page waits while interactive pages keep coming
+    starve_s: float = _default("starve_ms") / 1000.0  # the longest a bulk page waits while interactive pages come
+    stall_timeout: float = _default("stall_timeout")  # a device with pages in hand and none finished for this long
 
 
 @dataclass(frozen=True)
 class RunConfig:
     inputs: tuple[str, ...]
     output: Path
-    engine: str = "rapidocr"
+    engine: str = _default("engine")
     engine_options: EngineOptions = field(default_factory=EngineOptions)
-    devices: str = "auto"  # resolved when the run starts (gpu/device.py)
-    dpi: int = 150
-    max_batch: int = 8  # the first cap on pages per batch (rows decoding at once)
+    devices: str = _default("devices")  # resolved when the run starts (gpu/device.py)
+    dpi: int = _default("dpi")
+    max_batch: int = MAX_BATCH_START  # the first cap on pages per batch (rows decoding at once)
     max_batch_auto: bool = False  # --max-batch auto: the cap grows while throughput gains (gpu/throughput.py)
-    max_wait_ms: int = 200
+    max_wait_ms: int = _default("max_wait_ms")
     workers: int = field(default_factory=default_workers)
     pages: PageSelection | None = None
     force: bool = False
     null_separated: bool = False  # `-` reads NUL-separated paths (find -print0)
-    text_layer: str = "auto"  # PDF text layer: auto (use it when usable), off (always OCR), only (never OCR)
+    text_layer: str = _default("text_layer")  # auto (use it when usable), off (always OCR), only (never OCR)
     ray: str | None = None  # convert on a Ray cluster: auto, local, or the head's address (pipeline/remote.py)
     ray_workers: int | None = None  # actors on it; None: one per GPU, or per `threads` CPUs
-    max_pixels: int = 200_000_000  # an image frame larger than this fails as a page (images.DEFAULT_MAX_PIXELS)
+    max_pixels: int = _default("max_pixels")  # an image frame larger than this fails as a page (images.py)
     # The watchdog: pages in flight and none finished for this long → they fail, the run stops (exit 8). Long
     # enough for an 8,192-token page and its one retry on a slow GPU (a T4 decodes ~10 tokens/s per row).
-    stall_timeout: float = 1800.0
+    stall_timeout: float = _default("stall_timeout")
     # What a run writes besides each page's Markdown (issue 22): `formats` ("md", or "md", "json": NAME.json beside
-    # each page, pagejson.py), `join` (one NAME.md per multi-page document, pipeline/joined.py), `review_below`
+    # each page, pagejson.py), `join` (one NAME.md per multi-page document, pipeline/outputs.py), `review_below`
     # (pages whose confidence score is lower are listed in the summary: --json's "review").
     formats: tuple[str, ...] = ("md",)
-    join: bool = False
-    review_below: float | None = None
+    join: bool = _default("join")
+    review_below: float | None = _default("review_below")
 
     def __post_init__(self) -> None:
         if not self.inputs:
             raise UsageError("no inputs given")
-        check_formats(self.formats)
-        if self.review_below is not None and not 0 < self.review_below <= 1:
-            raise UsageError(f"--review-below {self.review_below}: give a confidence between 0 and 1 (e.g. 0.9)")
-        if not self.stall_timeout > 0:
-            raise UsageError("--stall-timeout must be a positive number of seconds")
-        if not 36 <= self.dpi <= 1200:
-            raise UsageError(f"--dpi {self.dpi}: choose between 36 and 1200")
-        if self.max_batch < 1:
-            raise UsageError("--max-batch must be at least 1")
-        if self.max_wait_ms < 0:
-            raise UsageError("--max-wait-ms cannot be negative")
-        if self.workers < 1:
-            raise UsageError("--workers must be at least 1")
-        if self.engine_options.threads is not None and self.engine_options.threads < 1:
-            raise UsageError("--threads must be at least 1")
-        if self.engine_options.model_size not in MODEL_SIZES:
-            raise UsageError(f"--model-size {self.engine_options.model_size}: choose "
-                             f"{' or '.join(MODEL_SIZES)}")
-        if self.ray_workers is not None and self.ray_workers < 1:
-            raise UsageError("--ray-workers must be at least 1")
+        parse_formats(self.formats)
+        for part in (self, self.engine_options):  # every field that is an option (pages: parsed already)
+            check({f.name: getattr(part, f.name) for f in fields(part) if f.name != "pages"})
         if self.ray_workers is not None and not self.ray:
             raise UsageError("--ray-workers needs --ray")
-        if self.engine_options.schedule not in ("continuous", "static"):
-            raise UsageError(f"--schedule {self.engine_options.schedule}: choose continuous or static")
-        if self.max_pixels < 1_000_000:
-            raise UsageError("--max-pixels must be at least 1000000 (1 MP)")
-        if self.text_layer not in ("auto", "off", "only"):
-            raise UsageError(f"--text-layer {self.text_layer}: choose auto, off or only")
 
     @property
     def max_wait_s(self) -> float:
         return self.max_wait_ms / 1000.0
 
     @classmethod
-    def build(cls, inputs: tuple[str, ...], output: Path, *, model: str | None = None, dtype: str = "auto",
-              prompt: str = "markdown", max_new_tokens: int = 8192, threads: int | None = None,
-              model_size: str = EngineOptions.model_size, keep_furniture: bool = False,
-              workers: int | None = None, pages: str | PageSelection | None = None, schedule: str = "continuous",
-              quantize: str = "none", max_batch: int | str = 8, **fields) -> "RunConfig":
-        """From the command line's flat options (engine options in, `pages` as text, `max_batch` a number or
-        auto)."""
-        start, auto = parse_max_batch(max_batch)
-        return cls(inputs=tuple(inputs), output=output, workers=workers or default_workers(),
-                   engine_options=EngineOptions(model=model, dtype=dtype, prompt=prompt,
-                                                max_new_tokens=max_new_tokens, threads=threads,
-                                                model_size=model_size, keep_furniture=keep_furniture,
-                                                schedule=schedule, quantize=quantize),
-                   pages=PageSelection.parse(pages) if isinstance(pages, str) else pages, max_batch=start,
-                   max_batch_auto=auto, **fields)
+    def build(cls, inputs: tuple[str, ...], output: Path, **values: Any) -> "RunConfig":
+        """From options by their names (OPTIONS: the engine's go into EngineOptions, `pages` may be text,
+        `max_batch` a number or auto, `workers` None for the default); the rest are RunConfig's fields."""
+        start, auto = parse_max_batch(values.pop("max_batch", _default("max_batch")))
+        own = {f.name for f in fields(EngineOptions)}
+        engine = EngineOptions(**{k: values.pop(k) for k in list(values) if k in own})
+        pages = values.pop("pages", None)
+        return cls(inputs=tuple(inputs), output=output, engine_options=engine, max_batch=start, max_batch_auto=auto,
+                   workers=values.pop("workers", None) or default_workers(),
+                   pages=PageSelection.parse(pages) if isinstance(pages, str) else pages, **values)
 
     @property
     def service(self) -> ServiceConfig:
         return ServiceConfig(engine=self.engine, engine_options=self.engine_options, devices=self.devices,
                              max_batch=self.max_batch, max_batch_auto=self.max_batch_auto,
                              max_wait_s=self.max_wait_s, workers=self.workers,
-                             ray=self.ray)
-
-
-FORMATS = ("md", "json")  # --format: what each page is written as
-
-
-def parse_formats(text: str | tuple[str, ...] | list[str]) -> tuple[str, ...]:
-    """--format md or md,json → ("md",) or ("md", "json"); UsageError otherwise."""
-    parts = [p.strip().lower() for p in (text.split(",") if isinstance(text, str) else text) if p.strip()]
-    return check_formats(tuple(dict.fromkeys(sorted(parts, key=lambda p: FORMATS.index(p) if p in FORMATS else 9))))
-
-
-def check_formats(formats: tuple[str, ...]) -> tuple[str, ...]:
-    unknown = [f for f in formats if f not in FORMATS]
-    if unknown or "md" not in formats:
-        raise UsageError(f"--format {','.join(formats)}: choose md or md,json (the Markdown is always written)")
-    return formats
-
-
-# Every `convert` option can come from the environment (flags win): option name → variable.
-ENV = {name: "OCRBATCH_" + name.upper() for name in (
-    "output", "engine", "model", "dtype", "prompt", "max_new_tokens", "threads", "model_size", "keep_furniture",
-    "devices", "dpi", "text_layer", "ray", "ray_workers", "max_batch", "schedule", "quantize", "max_wait_ms",
-    "workers", "pages", "max_pixels", "force", "null", "json", "quiet", "no_progress", "log_every", "metrics_file",
-    "verbose", "format", "join", "review_below")}
-_INTS = {"max_new_tokens", "threads", "dpi", "ray_workers", "max_wait_ms", "workers", "verbose",
-         "max_pixels"}
-_FLAGS = {"force", "null", "json", "quiet", "no_progress", "keep_furniture", "join"}
-# The options a Converter takes (the others belong to one run, or to the command line).
-CONVERTER_OPTIONS = ("engine", "model", "dtype", "prompt", "max_new_tokens", "threads", "model_size",
-                     "keep_furniture", "devices", "dpi", "text_layer", "ray", "ray_workers", "max_batch",
-                     "max_wait_ms", "workers", "max_pixels", "schedule", "quantize")
-
-
-def parse_max_batch(value: "int | str") -> tuple[int, bool]:
-    """(first cap, grows automatically) from --max-batch: a number, or auto."""
-    if isinstance(value, int):
-        return value, False
-    if str(value).strip().lower() == "auto":
-        return 8, True
-    try:
-        return int(value), False
-    except ValueError:
-        raise UsageError(f"--max-batch {value!r}: give a number of pages, or auto") from None
-
-
-def env_options(environ: "os._Environ[str] | dict[str, str]") -> dict[str, object]:
-    """The options set in `environ` (OCRBATCH_ENGINE=... → {"engine": ...}), typed; UsageError if unreadable."""
-    found: dict[str, object] = {}
-    for name, var in ENV.items():
-        raw = environ.get(var)
-        if raw is None or raw == "":
-            continue
-        if name in _INTS:
-            try:
-                found[name] = int(raw)
-            except ValueError:
-                raise UsageError(f"{var}={raw!r}: a whole number is needed") from None
-        elif name == "max_batch":
-            if raw.strip().lower() != "auto" and not raw.strip().isdigit():
-                raise UsageError(f"{var}={raw!r}: a whole number or auto is needed")
-            found[name] = raw.strip()
-        elif name in _FLAGS:
-            if raw.lower() not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
-                raise UsageError(f"{var}={raw!r}: use 1/true/yes or 0/false/no")
-            found[name] = raw.lower() in ("1", "true", "yes", "on")
-        elif name in ("log_every", "review_below"):
-            try:
-                found[name] = float(raw)
-            except ValueError:
-                raise UsageError(f"{var}={raw!r}: a number is needed") from None
-        else:
-            found[name] = raw
-    return found
+                             ray=self.ray, stall_timeout=self.stall_timeout)

@@ -10,11 +10,11 @@
 
 Public API (everything a server needs; names are stable):
 
-- `Converter(engine="rapidocr", model=None, devices="auto", max_batch=8, **options)`; options are the CLI's:
-  `max_wait_ms`, `workers`, `dtype`, `prompt`, `max_new_tokens`, `threads`, `model_size`, `keep_furniture`,
-  `dpi`, `text_layer`, `ray`, `ray_workers`, `max_pixels`, and `starve_ms` (the longest a bulk page waits while interactive pages keep coming).
-  Bad options raise UsageError at once (an engine's own checks, such as deepseek-ocr2 without a model,
-  on first use). `Converter.from_env(**overrides)` reads OCRBATCH_* variables first (config.ENV).
+- `Converter(engine="rapidocr", **options)`: the options are the command line's, by their names (the rows of
+  config.OPTIONS whose scope has "engine", listed in `help(Converter)`: `model`, `devices`, `max_batch`,
+  `max_wait_ms`, `workers`, `dtype`, ...), and `starve_ms` (the longest a bulk page waits while interactive
+  pages keep coming). Bad options raise UsageError at once (an engine's own checks, such as deepseek-ocr2
+  without a model, on first use). `Converter.from_env(**overrides)` reads OCRBATCH_* variables first.
   A context manager; `close()` waits for pages in flight, then unloads; a closed converter refuses work.
 - The engine loads lazily, once per device, on its first batch, and stays loaded until `close()`:
   two `convert` calls load it once. `load()` loads it now (raises EngineLoadError); `loaded` says whether
@@ -40,7 +40,10 @@ Public API (everything a server needs; names are stable):
 - `stream(inputs, *, priority="bulk", pages=None)`: the PageResults of everything `inputs` names (files,
   folders), yielded as pages finish; closing the generator early cancels the rest.
 - `stats()`: a dict for health and metrics endpoints: `loaded`, `devices`, `queued` (pages waiting per
-  lane), `in_flight` (submitted, not finished), `batches`, `pages`, `mean_batch`, `workers` (per device).
+  lane), `in_flight` (submitted, not finished), `batches`, `pages`, `mean_batch`, `workers` (per device),
+  `stalled` (devices whose stall watchdog gave their pages up: the engine is stuck there).
+- `stall_timeout` (seconds, default 1800): a device with pages in hand and none finished for this long is
+  stuck; its pages resolve as failed ("stalled"), so no caller waits forever.
 
 PageResult: `markdown`, `status` (ok, failed, truncated), `ok`, `error`, `message`, `timings` (decode_s,
 infer_s, batch_size), `info`, `attachments`, `ref` (its `label`: "name page 2").
@@ -56,7 +59,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from pathlib import Path, PurePosixPath
 from typing import IO, Any, Iterable, Iterator, Mapping
 
-from .config import CONVERTER_OPTIONS, PageSelection, RunConfig, env_options, parse_formats
+from .config import ENGINE, PageSelection, RunConfig, env_values, options_help, parse_formats, settle
 from .errors import UsageError
 from .records import Kind, PageImage, PageRef, PageResult, Source, Status
 from .pipeline import decode, discover
@@ -69,19 +72,15 @@ PRIORITIES = ("interactive", "bulk")
 
 
 class Converter:
-    def __init__(self, engine: str = "rapidocr", model: str | None = None, devices: str = "auto",
-                 max_batch: int | str = 8, **options: Any) -> None:
-        unknown = set(options) - set(CONVERTER_OPTIONS) - {"starve_ms"}
-        if unknown:
-            raise UsageError(f"unknown option(s) {', '.join(sorted(unknown))}; choose from "
-                             f"{', '.join(sorted(set(CONVERTER_OPTIONS) | {'starve_ms'}))}")
-        starve_ms = options.pop("starve_ms", 5000)
+    def __init__(self, engine: str | None = None, **options: Any) -> None:
+        given = {"engine": engine, **options} if engine is not None else options
+        values = settle(ENGINE, given)  # unknown names and refused values: UsageError, naming the flag
+        starve_ms = values.pop("starve_ms")
         from .engines import registry
 
-        if engine not in registry.names():
-            raise UsageError(f"unknown engine {engine!r}; choose one of: {', '.join(registry.names())}")
-        self._template = RunConfig.build(inputs=("-",), output=Path("."), engine=engine, model=model,
-                                         devices=devices, max_batch=max_batch, **options)
+        if values["engine"] not in registry.names():
+            raise UsageError(f"unknown engine {values['engine']!r}; choose one of: {', '.join(registry.names())}")
+        self._template = RunConfig.build(inputs=("-",), output=Path("."), **values)
         self._service_config = dataclasses.replace(self._template.service, starve_s=starve_ms / 1000.0)
         self._service: Service | None = None
         self._decoders: dict[str, decode.DecodePool] = {}  # per lane
@@ -92,10 +91,8 @@ class Converter:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> "Converter":
-        """Options from OCRBATCH_* variables (config.ENV), keyword arguments winning."""
-        options = {k: v for k, v in env_options(os.environ if environ is None else environ).items()
-                   if k in CONVERTER_OPTIONS}
-        return cls(**{**options, **overrides})
+        """Options from OCRBATCH_* variables (a value refused names its variable), keyword arguments winning."""
+        return cls(**{**env_values(ENGINE, os.environ if environ is None else environ, skip=overrides), **overrides})
 
     # -- life ---------------------------------------------------------------------------------------
     def __enter__(self) -> "Converter":
@@ -135,6 +132,11 @@ class Converter:
     @property
     def engine(self) -> str:
         return self._template.engine
+
+    @property
+    def dpi(self) -> int:
+        """The resolution PDF pages are rendered at (their page JSON's `dpi`)."""
+        return self._template.dpi
 
     @property
     def loaded(self) -> bool:
@@ -219,7 +221,8 @@ class Converter:
                 "queued": svc.lanes.depth() if svc is not None and svc.lanes is not None else
                 {lane: 0 for lane in PRIORITIES},
                 "in_flight": self._in_flight, "batches": batches, "pages": pages,
-                "mean_batch": round(pages / batches, 2) if batches else 0.0, "workers": workers}
+                "mean_batch": round(pages / batches, 2) if batches else 0.0, "workers": workers,
+                "stalled": sorted(devices.stalled) if devices is not None else []}
 
     # -- internals ----------------------------------------------------------------------------------
     def _local(self) -> Service:
@@ -326,5 +329,7 @@ def _when_all(futures: Future | list[Future], fn) -> None:
     for f in group:
         f.add_done_callback(one)
 
+
+Converter.__doc__ = "Keyword options (config.OPTIONS):\n\n" + options_help(ENGINE)
 
 __all__ = ["Converter", "PageResult", "Status", "Summary"]

@@ -194,7 +194,7 @@ def step_mixed_batch(tiny: Path, pages, device: str, dtype: str, max_new: int, l
                 if decoder.idle():
                     break
     finally:
-        facts = engine.describe()
+        facts = engine.device_facts()
         engine.release(prepared)
         engine.close()
     static_div = [first_divergence(a.tokens, b.tokens) for a, b in zip(together, alone)]
@@ -238,7 +238,7 @@ def step_real_size(work: Path, pages, device: str, max_new: int, budget: float, 
     engine.load(device)
     params = sum(p.numel() for p in engine.model.parameters())
     say("real_size", load_s=round(time.monotonic() - t, 1), params_b=round(params / 1e9, 3),
-        **{k: v for k, v in engine.describe().items() if k in ("dtype", "attention", "matmul")})
+        **{k: v for k, v in engine.device_facts().items() if k in ("dtype", "attention", "matmul")})
     try:
         if device.startswith("cuda"):
             torch.cuda.reset_peak_memory_stats(device)

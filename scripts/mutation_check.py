@@ -35,6 +35,7 @@ class Mutation:
     new: str
     tests: tuple[str, ...]
     breaks: str  # the promise it breaks, in a few words
+    timeout: float | None = None  # seconds its tests may take (a mutation that hangs them is killed by it)
 
 
 RELIABILITY = [
@@ -50,7 +51,7 @@ RELIABILITY = [
              ("tests/test_reliability.py",), "two runs can write one output folder"),
     Mutation("cut-line-guard-off", "ocrbatch/manifest.py",
              "                os.ftruncate(self._fd, start)  # never leave half a line\n",
-             "                pass\n", ("tests/test_reliability.py", "tests/test_convert.py"),
+             "                pass\n", ("tests/test_manifest_append.py",),
              "a failed manifest append leaves half a line"),
     Mutation("oom-split-off", "ocrbatch/pipeline/infer.py",
              "            if len(pages) > 1:\n                log.debug(\"batch of %d failed (%s); splitting\"",
@@ -62,10 +63,15 @@ RELIABILITY = [
              "                    cap = self.controller.cap", ("tests/test_infer.py",),
              "an out-of-memory error does not lower the batch cap"),
     Mutation("watchdog-off", "ocrbatch/pipeline/run.py",
-             "if self.stopping is None and self.ledger.stalled(timeout):",
+             "if self.stopping is None and (self.ledger.stalled(timeout) or device_stalled):",
              "if self.stopping is None and False:", ("tests/test_faults.py::test_a_hung_engine_is_failed_by_the_"
                                                     "watchdog_with_a_whole_manifest",),
-             "a stuck engine hangs the run forever"),
+             "a stuck engine hangs the run forever", timeout=120),
+    Mutation("device-watchdog-off", "ocrbatch/pipeline/infer.py",
+             "                if worker.stalled_for(now) > timeout:\n", "                if False:\n",
+             ("tests/test_faults.py::test_a_converter_whose_engine_hangs_answers_its_callers_and_says_which_"
+              "device_stalled",), "a stuck engine leaves a Converter's (a server's) callers waiting forever",
+             timeout=120),
     Mutation("ledger-close-out-off", "ocrbatch/pipeline/run.py",
              "        left = self.ledger.close_out(why)\n", "        left = []\n",
              ("tests/test_faults.py::test_a_hung_engine_is_failed_by_the_watchdog_with_a_whole_manifest",
@@ -76,12 +82,12 @@ RELIABILITY = [
              "            if ref in self._answered:\n                self.duplicates += 1", ("tests/test_ledger.py",),
              "a page's second result is written too"),
     Mutation("worker-second-result-sent", "ocrbatch/pipeline/infer.py",
-             "        if self.ledger.pop(id(page), None) is None:\n",
-             "        if self.ledger.pop(id(page), None) is None and False:\n", ("tests/test_infer.py",),
+             "            answered = self.ledger.pop(id(page), None) is None\n",
+             "            answered = self.ledger.pop(id(page), None) is None and False\n", ("tests/test_ledger.py",),
              "a worker sends a page two results"),
     Mutation("worker-held-pages-dropped", "ocrbatch/pipeline/infer.py",
              "            worker.fail_held(exc)\n", "            worker.ledger.clear()\n",
-             ("tests/test_infer.py",), "pages in hand when the worker's loop breaks get no result"),
+             ("tests/test_ledger.py",), "pages in hand when the worker's loop breaks get no result"),
     Mutation("prefill-group-unheld", "ocrbatch/engines/deepseek_ocr2/continuous.py",
              "        rows += [*self.prefilling, *self.waiting]\n", "        rows += [*self.waiting]\n",
              ("tests/test_deepseek_continuous.py::test_pages_whose_step_raised_are_all_given_back_by_abandon",),
@@ -108,7 +114,7 @@ RELIABILITY = [
              ("tests/test_faults.py::test_convert_with_static_batches_keeps_every_page_once",),
              "an engine that raises while loading is an internal error (exit 1), not exit 5"),
     Mutation("ray-results-unchecked", "ocrbatch/pipeline/remote.py",
-             "            for result in one_each(refs, results):\n", "            for result in results:\n",
+             "    return list(by_ref.values()) + missing\n", "    return results\n",
              ("tests/test_ledger.py",), "a Ray task that returns too few results loses pages"),
 ]
 
@@ -194,7 +200,7 @@ def main() -> int:
     print(f"{'table':12} {'mutation':32} {'outcome':9} {'secs':>5}  detail")
     bad = 0
     for table, m in chosen:
-        outcome, seconds, detail = run_one(m, args.python, args.timeout)
+        outcome, seconds, detail = run_one(m, args.python, m.timeout or args.timeout)
         bad += outcome != "killed"
         print(f"{table:12} {m.name:32} {outcome:9} {seconds:5.0f}  {detail}", flush=True)
     print(f"{len(chosen) - bad} of {len(chosen)} killed")

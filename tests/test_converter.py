@@ -159,7 +159,8 @@ def test_options_come_from_the_environment_and_flags_win(tmp_path):
     assert '"engine": "fake"' in r.stdout and (tmp_path / "out" / "x.md").is_file()
     r = run_cli("convert", str(tmp_path / "x.png"), "-o", str(tmp_path / "o2"), "--engine", "fake",
                 env={"OCRBATCH_ENGINE": "nope", "OCRBATCH_MAX_BATCH": "0"})
-    assert r.returncode == 2 and "--max-batch" in r.stderr  # the flag won for the engine, not for max-batch
+    assert r.returncode == 2  # the flag won for the engine; the variable's max-batch, refused, is named
+    assert r.stderr.strip() == "ocrbatch: error: OCRBATCH_MAX_BATCH='0': must be at least 1"
     conv = Converter.from_env({"OCRBATCH_ENGINE": "fake", "OCRBATCH_MAX_BATCH": "3"}, max_wait_ms=5)
     assert conv.engine == "fake" and conv.stats()["loaded"] is False
     conv.close()

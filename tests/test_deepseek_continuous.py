@@ -16,6 +16,7 @@ if not hasattr(transformers, "DeepseekOcr2ForConditionalGeneration"):
 
 from conftest import draw_page  # noqa: E402
 from ocrbatch.config import EngineOptions  # noqa: E402
+from ocrbatch.engines.base import Decoder  # noqa: E402
 from ocrbatch.engines.deepseek_ocr2.continuous import banned_per_row  # noqa: E402
 from ocrbatch.engines.deepseek_ocr2.engine import GUARD, RETRY_GUARD, DeepseekOcr2Engine  # noqa: E402
 from ocrbatch.engines.deepseek_ocr2.ngram_guard import NgramGuard  # noqa: E402
@@ -90,6 +91,7 @@ def test_rows_that_join_and_leave_get_the_tokens_of_a_single_page_generate(never
         # the six, four of them waiting prefilled while two decode (and p4's retry prefilled on its own).
         for rows, joins in ((3, {0: pages[:2], 2: pages[2:4], 6: pages[4:]}), (2, {0: pages})):
             decoder = engine.decoder()
+            assert isinstance(decoder, Decoder)  # the whole protocol gpu/streaming.py drives
             got, widths = {}, []
             step = 0
             while step < 200 and (joins or not decoder.idle()):
@@ -250,15 +252,19 @@ def test_pages_whose_step_raised_are_all_given_back_by_abandon(fails, never_ends
                 raise RuntimeError("CUDA out of memory (simulated)")
 
             decoder.running.extend = cannot_extend
-        else:
-            name = {"prefill": "_prefill", "decode": "_decode"}[fails]
-            real = getattr(decoder, name)
+        elif fails == "prefill":  # the forward pass of a group taken off the waiting pages raises
+            def cannot_prefill(group):
+                raise RuntimeError("shape '[96, 0]' is invalid for input of size 48")
 
-            def broken(*args, **kwargs):
-                real(*args, **kwargs)  # the work is done (caches made, rows moved)...
+            decoder._prefill = cannot_prefill
+        else:
+            real = decoder._decode
+
+            def broken():
+                real()  # the work is done (a token chosen, ended rows dropped)...
                 raise RuntimeError("CUDA error: device-side assert triggered")  # ...and then it fails
 
-            setattr(decoder, name, broken)
+            decoder._decode = broken
         while True:
             try:
                 finished += [page for page, _, _ in decoder.step(rows=4)]

@@ -279,3 +279,24 @@ def test_threads_left_by_a_hang_do_not_keep_the_process(pages, tmp_path):
     while threading.active_count() > before and time.monotonic() < deadline:
         time.sleep(0.05)
     assert threading.active_count() <= before + 1  # the sampler may still be stopping
+
+
+def test_a_converter_whose_engine_hangs_answers_its_callers_and_says_which_device_stalled(pages):
+    """No watching run here (the Python API, or serve): the device watchdog fails the stuck pages itself."""
+    from concurrent.futures import wait
+
+    from ocrbatch import Converter
+
+    name, cls = _registered(FakeEngine, Fault(at="infer", nth=1, kind="hang"))
+    try:
+        with Converter(engine=name, max_batch=2, workers=1, stall_timeout=2) as conv:
+            futures = [conv.submit(pages[0]), conv.submit(pages[1])]
+            done, pending = wait(futures, timeout=BOUND_S)
+            stalled = conv.stats()["stalled"]
+            cls.tripwire.release_hangs()
+    finally:
+        registry.unregister(name)
+    assert not pending
+    results = [f.result() for f in futures]
+    assert all(r.status.value == "failed" and "stalled" in r.error for r in results if r.status.value != "ok")
+    assert any(r.status.value == "failed" for r in results) and stalled == ["cpu"]

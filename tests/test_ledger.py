@@ -10,6 +10,7 @@ from pathlib import Path
 
 from conftest import draw_page
 from ocrbatch.config import EngineOptions
+from ocrbatch.engines.base import Capabilities
 from ocrbatch.engines.fake import FakeEngine
 from ocrbatch.pipeline.infer import InferWorker
 from ocrbatch.pipeline.ledger import LedgerQueue, PageLedger
@@ -78,10 +79,11 @@ class BreaksAfterTwoBatches(FakeEngine):
     every page is queued by then."""
 
     name = "breaks-after-two-batches"
+    capabilities = Capabilities(stages=True)  # a staging engine: the worker takes the next batch ahead
     batches = 0
     go = threading.Event()
 
-    def stage(self, pages) -> None:  # a staging engine: the worker takes the next batch ahead
+    def stage(self, pages) -> None:
         type(self).go.wait(30)
 
     def infer(self, pages):
@@ -102,7 +104,8 @@ def test_pages_in_hand_when_the_workers_loop_breaks_each_get_one_result(register
     for i in range(6):
         paths.append(tmp_path / f"p{i}.png")
         draw_page(f"page {i}", size=(200, 260), font_size=18).save(paths[-1])
-    with Converter(engine=name, max_batch=2, workers=1, max_wait_ms=50) as conv:
+    # Batches close only when full (a long wait window): [p0, p1], [p2, p3], [p4, p5], whatever the timing.
+    with Converter(engine=name, max_batch=2, workers=1, max_wait_ms=30_000) as conv:
         futures = [conv.submit(p, priority="bulk") for p in paths]
         deadline = time.monotonic() + 30
         while sum(conv.stats()["queued"].values()) < 4 and time.monotonic() < deadline:

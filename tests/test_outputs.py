@@ -51,7 +51,8 @@ def test_several_inputs_to_stdout_each_start_with_their_name_in_the_order_given(
     r = run_cli("convert", str(docs / "receipt.png"), str(docs / "report.pdf"), "-o", "-", "--engine", "fake",
                 "-j", "3")
     assert r.returncode == 0, r.stderr
-    assert _pages(r.stdout) == [f"<!-- document: {docs / 'receipt.png'} -->", f"<!-- document: {docs / 'report.pdf'} -->",
+    assert _pages(r.stdout) == [f"<!-- document: {docs / 'receipt.png'} -->",
+                                f"<!-- document: {docs / 'report.pdf'} -->",
                                 "<!-- page 1 -->", "<!-- page 2 -->", "<!-- page 3 -->"]
     assert r.stdout.index("# receipt.png, page 1") < r.stdout.index("# report.pdf, page 1")
 

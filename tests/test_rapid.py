@@ -183,5 +183,5 @@ def test_a_converter_takes_the_model_size_from_the_environment_and_resume_never_
     assert summary.counts["ok"] == 1 and summary.counts.get("skipped", 0) == 0
     assert manifest(out)[-1]["engine"] == "rapidocr/ppocrv6-small"
     assert "Model size page" in (out / "page.md").read_text()
-    with pytest.raises(UsageError, match="--model-size"):
+    with pytest.raises(UsageError, match="OCRBATCH_MODEL_SIZE='huge': choose small or tiny"):
         Converter.from_env({"OCRBATCH_MODEL_SIZE": "huge"})

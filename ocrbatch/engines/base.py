@@ -1,15 +1,19 @@
-"""The engine interface, in its two roles:
+"""The engine contract: everything the pipeline relies on an engine for, and nothing else.
 
-    Front   one per converter: what every device shares. It names the engine's output (`identity`, for
-            resume), describes it, says which pages pad well together (`bucket_key`), preprocesses each
-            page on a decode thread (`prepare`) and wakes those threads when work stops (`abort`).
-    Runner  one per device: `load` there, `stage` a batch's inputs onto the device, `infer` it, `release`
-            what its pages held, report `stats` on its buffers, `close`.
+    Capabilities  what an engine declares about itself; the pipeline reads this record, never the class
+    Front         one per converter, shared by every device: names the engine's output (`identity`, for
+                  resume), describes it, says which pages pad well together (`bucket_key`), preprocesses each
+                  page on a decode thread (`prepare`), wakes those threads when work stops (`abort`), and makes
+                  one runner per device (`runner`: the factory; engines/registry.py `build` calls it)
+    Runner        one per device: `load` there, `stage` a batch's inputs onto the device, `infer` it, `release`
+                  what its pages held, report `stats` on its buffers and `device_facts`, `close`; an engine
+                  that `streams` also gives a `decoder()` and turns the pages it finishes into `output`
+    Decoder       the iteration-level decoder of a streaming runner (gpu/streaming.py drives it)
+    Engine        one class playing both roles (every built-in engine): its front makes a new instance of the
+                  class for each device (override `runner` to share what the front prepares into, e.g. a pool)
 
-A page's way: prepare (decode thread) → stage → infer → release (the device's thread); `stage` runs for the
-next batch before `infer` runs this one, so that the copy overlaps compute. Most engines are one class
-playing both roles (`Engine`); the pipeline makes one per device, the first also serving as the front
-(engines/registry.py: `build`).
+A page's way: prepare (front, decode thread) → stage → infer → release (the device's runner, on its thread);
+with `stages`, `stage` runs for the next batch before `infer` runs this one, so that the copy overlaps compute.
 
 Heavy imports (onnxruntime, torch, transformers) happen inside `load`, never at import time, so
 `ocrbatch --help` stays instant.
@@ -19,24 +23,133 @@ from __future__ import annotations
 
 import abc
 import math
-from typing import Any, ClassVar, Hashable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Hashable, Protocol, Sequence, Sized, runtime_checkable
 
 from ..config import EngineOptions
 from ..records import PageImage, PageOutput
+
+if TYPE_CHECKING:
+    from ..gpu.throughput import SlotFigures
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What an engine declares (Front.capabilities); the pipeline decides from it, not from the class."""
+
+    uses_gpu: bool = False  # `--devices auto` gives it every visible GPU; `--max-batch auto` may grow its cap
+    stages: bool = False  # `Runner.stage` starts a batch's copy to the device: the worker stages the next batch
+    # while this one computes (without: it picks a batch only when the device is free, the latest priorities)
+    streams: bool = False  # `Runner.decoder` gives a Decoder (with --schedule continuous) and `Runner.output`
+    # turns the pages it finishes into outputs
+
+
+@runtime_checkable
+class Decoder(Protocol):
+    """Iteration-level decoding on one device: pages join and leave the running rows between steps. Made by
+    `Runner.decoder`, driven by gpu/streaming.py; the generated record of a page is the runner's own, handed back
+    to `Runner.output`."""
+
+    figures: "SlotFigures"  # how decoding used its rows (tokens kept, row-steps, prefills)
+
+    @property
+    def waiting(self) -> Sized:
+        """Pages added and not yet running."""
+
+    @property
+    def active(self) -> int:
+        """Rows decoding now."""
+
+    def add(self, pages: Sequence[PageImage]) -> None:
+        """Prepared pages wait to join at the next step."""
+
+    def step(self, rows: int) -> list[tuple[PageImage, Any, dict[str, Any]]]:
+        """Let waiting pages join while fewer than `rows` run, decode one step; the pages that ended:
+        (page, generated, info)."""
+
+    def idle(self) -> bool:
+        """Nothing running, prefilled or waiting."""
+
+    def wanted(self, rows: int) -> int:
+        """How many pages it would like waiting, at a cap of `rows`."""
+
+    def pages(self) -> list[PageImage]:
+        """Every page it holds (running, prefilled or waiting)."""
+
+    def abandon(self) -> list[PageImage]:
+        """Drop everything after an error; the pages it held, for another path (each still needs a result)."""
+
+
+class Runner(abc.ABC):
+    """One device's engine, made by its front (`Front.runner`)."""
+
+    slots: "SlotFigures | None" = None  # figures on how its batches used their rows; None: it keeps none
+
+    @abc.abstractmethod
+    def load(self, device: str) -> None:
+        """Get ready to run on `device` ("cpu", "cuda:0", ...); raise EngineLoadError if it cannot."""
+
+    @abc.abstractmethod
+    def infer(self, pages: Sequence[PageImage]) -> list[PageOutput | Exception]:
+        """One output per page, in order. An exception in the list fails that page only; an exception
+        raised fails the batch, which the worker then splits to find the page at fault (an out-of-memory
+        error also lowers the batch-size cap: free what caches you hold before raising it)."""
+
+    def stage(self, pages: Sequence[PageImage]) -> None:
+        """Start copying prepared pages to the device, asynchronously if possible; `infer` waits for it.
+        Called ahead of `infer` only when the engine declares `stages`."""
+
+    def release(self, pages: Sequence[PageImage]) -> None:
+        """The pages' batch is over (whatever its outcome): free their prepared inputs. Any runner may release
+        any page its front prepared."""
+
+    def stats(self) -> dict[str, Any]:
+        """Figures on the runner's buffers for the worker's metrics: `allocations` (tensors created so far),
+        `copy_s` (host → device copy time), `filled` (they ran out once: from then on they only cycle);
+        empty when the engine keeps none."""
+        return {}
+
+    def device_facts(self) -> dict[str, Any]:
+        """Facts about this device's run for the summary (device, dtype, pages retried...), once loaded. The
+        summary joins the runners' texts that differ and adds their numbers."""
+        return {}
+
+    def close(self) -> None:
+        """Release what `load` took."""
+
+    def decoder(self) -> Decoder | None:
+        """After `load`, for an engine that `streams`: a Decoder when the run schedules continuously; None: the
+        worker runs whole batches through `infer`."""
+        return None
+
+    def output(self, page: PageImage, generated: Any, info: dict[str, Any]) -> PageOutput:
+        """For an engine that `streams`: a page's output from what its Decoder generated for it."""
+        raise NotImplementedError(f"{type(self).__name__} does not stream")
+
+    def after_out_of_memory(self) -> None:
+        """Called after an out-of-memory error, once the failed attempt's frames are freed and before the
+        batch is retried in halves: free caches (e.g. torch.cuda.empty_cache)."""
 
 
 class Front(abc.ABC):
     """What every device shares (one per converter)."""
 
     name: ClassVar[str]
-    uses_gpu: ClassVar[bool] = False  # `--devices auto` gives it every visible GPU
+    capabilities: ClassVar[Capabilities] = Capabilities()
+
+    def __init__(self, options: EngineOptions) -> None:
+        self.options = options
+
+    @abc.abstractmethod
+    def runner(self) -> Runner:
+        """A new runner for one device (called once per device before any loads)."""
 
     def identity(self) -> str:
         """What must match for a rerun to reuse an earlier page (engine, model, prompt...)."""
         return self.name
 
     def describe(self) -> dict[str, Any]:
-        """Facts for the run summary (device, dtype, attention kernel...)."""
+        """Facts for the run summary that hold for every device (engine, model, prompt...)."""
         return {"engine": self.name}
 
     def bucket_key(self, page: PageImage) -> Hashable:
@@ -55,47 +168,9 @@ class Front(abc.ABC):
         """Work is stopping early: wake any thread blocked in `prepare` (it raises)."""
 
 
-class Runner(abc.ABC):
-    """One device's engine."""
-
-    @abc.abstractmethod
-    def load(self, device: str) -> None:
-        """Get ready to run on `device` ("cpu", "cuda:0", ...); raise EngineLoadError if it cannot."""
-
-    @abc.abstractmethod
-    def infer(self, pages: Sequence[PageImage]) -> list[PageOutput | Exception]:
-        """One output per page, in order. An exception in the list fails that page only; an exception
-        raised fails the batch, which the worker then splits to find the page at fault (an out-of-memory
-        error also lowers the batch-size cap: free what caches you hold before raising it)."""
-
-    def stage(self, pages: Sequence[PageImage]) -> None:
-        """Start copying prepared pages to the device, asynchronously if possible; `infer` waits for it."""
-
-    def release(self, pages: Sequence[PageImage]) -> None:
-        """The pages' batch is over (whatever its outcome): free their prepared inputs."""
-
-    def stats(self) -> dict[str, Any]:
-        """Figures on the runner's buffers for the worker's metrics: `allocations` (tensors created so far),
-        `copy_s` (host → device copy time), `filled` (they ran out once: from then on they only cycle);
-        empty when the engine keeps none."""
-        return {}
-
-    def close(self) -> None:
-        """Release what `load` took."""
-
-    def decoder(self) -> Any:
-        """After `load`: an iteration-level decoder (rows leave and join between decoding steps; see
-        gpu/streaming.py for what it must do) when the engine has one and the run asked for it; None: the
-        worker runs whole batches through `infer`."""
-        return None
-
-    def after_out_of_memory(self) -> None:
-        """Called after an out-of-memory error, once the failed attempt's frames are freed and before the
-        batch is retried in halves: free caches (e.g. torch.cuda.empty_cache)."""
-
-
 class Engine(Front, Runner):
-    """An engine that plays both roles in one class (every built-in engine does)."""
+    """An engine that plays both roles in one class (every built-in engine does). Used alone (tests, scripts), one
+    instance is both; in the pipeline the front makes a new instance for each device."""
 
-    def __init__(self, options: EngineOptions) -> None:
-        self.options = options
+    def runner(self) -> "Engine":
+        return type(self)(self.options)

@@ -5,7 +5,8 @@ with the tiny models, and lines the tiny recognizer is unsure of are read again 
 twice as fast, but below the dev corpus's accuracy goal (BoW-F1 0.92 against 0.94), hence not the default.
 
 The engine is one class in both roles of engines/base.py: the front (identity, with the model size;
-describe; bucket key) and each device's runner (load, infer, close).
+describe; bucket key) and each device's runner (load, infer, close, its threads); it neither stages nor
+streams (Capabilities()).
 
 Per batch of pages:
 
@@ -116,8 +117,10 @@ class RapidOcrEngine(Engine):
         return f"{self.name}/ppocrv6-{self.options.model_size}"
 
     def describe(self) -> dict[str, Any]:
-        return {"engine": self.name, "models": f"PP-OCRv6 {self.options.model_size} (ONNX, CPU)",
-                "threads": getattr(self, "workers", None)}
+        return {"engine": self.name, "models": f"PP-OCRv6 {self.options.model_size} (ONNX, CPU)"}
+
+    def device_facts(self) -> dict[str, Any]:
+        return {"threads": self.workers}
 
     # -- one batch -----------------------------------------------------------------------------
     def infer(self, pages: Sequence[PageImage]) -> list[PageOutput | Exception]:

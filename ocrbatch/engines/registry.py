@@ -1,13 +1,12 @@
-"""Engine names → classes. Modules are imported only when their engine is used."""
+"""Engine names → their front's class (engines/base.py). Modules are imported only when their engine is used."""
 
 from __future__ import annotations
 
 import importlib
-from typing import Callable
 
 from ..config import EngineOptions
 from ..errors import EngineLoadError, UsageError
-from .base import Engine, Front, Runner
+from .base import Capabilities, Front, Runner
 
 _BUILTIN = {
     "rapidocr": "ocrbatch.engines.rapid:RapidOcrEngine",
@@ -15,14 +14,14 @@ _BUILTIN = {
     "fake": "ocrbatch.engines.fake:FakeEngine",
     "fake-timed": "ocrbatch.engines.fake:TimedFakeEngine",
 }
-_EXTRA: dict[str, Callable[[EngineOptions], Engine]] = {}
+_EXTRA: dict[str, type[Front]] = {}
 
 
 def names() -> list[str]:
     return sorted({*_BUILTIN, *_EXTRA})
 
 
-def register(name: str, factory: Callable[[EngineOptions], Engine]) -> None:
+def register(name: str, factory: type[Front]) -> None:
     """Add an engine (tests use this for fault-injecting engines)."""
     _EXTRA[name] = factory
 
@@ -31,7 +30,7 @@ def unregister(name: str) -> None:
     _EXTRA.pop(name, None)
 
 
-def engine_class(name: str) -> Callable[[EngineOptions], Engine]:
+def engine_class(name: str) -> type[Front]:
     if name in _EXTRA:
         return _EXTRA[name]
     if name not in _BUILTIN:
@@ -44,13 +43,16 @@ def engine_class(name: str) -> Callable[[EngineOptions], Engine]:
     return getattr(module, cls_name)
 
 
-def create(name: str, options: EngineOptions) -> Engine:
+def capabilities(name: str) -> Capabilities:
+    return engine_class(name).capabilities
+
+
+def create(name: str, options: EngineOptions) -> Front:
+    """The engine alone (an Engine: both roles in one object), for scripts and checks."""
     return engine_class(name)(options)
 
 
 def build(name: str, options: EngineOptions, devices: int) -> tuple[Front, list[Runner]]:
-    """The engine's front and one runner per device. An engine is one class playing both roles: the first
-    device's runner is also the front (what it prepares, its own runner frees); the others are new ones."""
-    factory = engine_class(name)
-    front = factory(options)
-    return front, [front] + [factory(options) for _ in range(devices - 1)]
+    """The engine's front and, made by it, one runner per device."""
+    front = engine_class(name)(options)
+    return front, [front.runner() for _ in range(devices)]

@@ -1,17 +1,17 @@
 """Iteration-level scheduling on one device: the infer worker's loop when its engine decodes continuously
-(`Engine.decoder()`, e.g. engines/deepseek_ocr2/continuous.py).
+(Capabilities.streams: `Runner.decoder()`, e.g. engines/deepseek_ocr2/continuous.py).
 
     take batches while fewer pages wait than it wants        (blocking only when nothing runs)
     decoder.step(rows=cap)                                   waiting pages join; one token for every row
     pages that ended → results, their buffers released      at once, not when a batch's longest page ends
     every REPORT_STEPS steps: tokens/s to the controller     (gpu/throughput.py), which may raise the cap
 
-The decoder this drives has `add(pages)`, `step(rows) -> [(page, generated, info)]`, `idle()`, `active`,
-`waiting`, `wanted(rows)` (how many pages it would like waiting), `abandon() -> pages` and `figures` (SlotFigures); the engine turns a generated page into its
-output (`engine.output`). When a step raises, the decoder's state is dropped and every page the worker took
-and has not answered (its ledger, pipeline/infer.py: not only what the decoder still lists) is run through the
-static path (`InferWorker.run_batch`: split on failure, one result per page), after an out-of-memory error
-with the cap halved; decoding then goes on with the next pages.
+The decoder it drives is an engines.base.Decoder (`add`, `step`, `idle`, `active`, `waiting`, `wanted`,
+`pages`, `abandon`, `figures`); the runner turns a generated page into its output (`Runner.output`). When a
+step raises, the decoder's state is dropped and every page the worker took and has not answered (its ledger,
+pipeline/infer.py: not only what the decoder still lists) is run through the static path
+(`InferWorker.run_batch`: split on failure, one result per page), after an out-of-memory error with the cap
+halved; decoding then goes on with the next pages.
 """
 
 from __future__ import annotations
@@ -19,7 +19,13 @@ from __future__ import annotations
 import gc
 import logging
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
+
+from ..config import MAX_BATCH_START
+
+if TYPE_CHECKING:
+    from ..engines.base import Decoder
+    from ..pipeline.infer import InferWorker
 
 log = logging.getLogger("ocrbatch")
 
@@ -27,7 +33,7 @@ REPORT_STEPS = 16  # decoding steps per report to the throughput controller
 
 
 class StreamRunner:
-    def __init__(self, worker: Any, decoder: Any) -> None:
+    def __init__(self, worker: "InferWorker", decoder: "Decoder") -> None:
         self.worker = worker
         self.decoder = decoder
         self.engine = worker.engine
@@ -36,7 +42,7 @@ class StreamRunner:
 
     def cap(self) -> int:
         controller = self.worker.controller
-        return controller.cap if controller is not None else self.engine.options.batch_pages or 8
+        return controller.cap if controller is not None else MAX_BATCH_START
 
     def run(self, first: Any, take: Callable[[bool], Any], busy: Callable[[float], None],
             begin: Callable[[], None] | None) -> None:

@@ -25,7 +25,6 @@ class SlotFigures:
         return self.useful / self.slot_steps if self.slot_steps else None
 
 
-AUTO_START = 8  # --max-batch auto: the first cap (config.parse_max_batch)
 AUTO_CEILING = 256  # --max-batch auto: never more rows than this on one device
 JOIN_PAGES = 16  # continuous decoding: most pages prefilled together when they join the running rows
 JOIN_WAIT_S = 0.02  # continuous decoding: longest a page waits for others to join with (--max-wait-ms caps it)

@@ -2,16 +2,17 @@
 thread per device, taking batches from the lanes when it is free; each runner loads on its first batch
 and stays loaded until `close()`).
 
-Before running a batch, the worker of a runner that stages (`Runner.stage`: its copy to the device starts
-on a side stream) takes and stages the next one if it is already due, so that copy overlaps this batch's
-compute; a runner that does not stage gets its next batch only once it is free, so the latest interactive
-page goes first. After a batch, whatever happened, the runner releases its pages' buffers.
+Before running a batch, the worker of an engine that stages (Capabilities.stages: its copy to the device
+starts on a side stream) takes and stages the next one if it is already due, so that copy overlaps this
+batch's compute; a runner that does not stage gets its next batch only once it is free, so the latest
+interactive page goes first. After a batch, whatever happened, the runner releases its pages' buffers.
 
 A batch the engine rejects as a whole is split in halves until the page at fault is alone; that page
 is recorded as failed and its neighbours still get their output. An out-of-memory error also lowers the
 device's batch-size cap (gpu/throughput.py), so later batches fit; each clean batch reports its time, tokens
 and memory to that controller, which may raise the cap while throughput gains (`--max-batch auto`). A runner
-that decodes continuously (`Runner.decoder`) gets its pages streamed instead (gpu/streaming.py).
+that decodes continuously (Capabilities.streams: `Runner.decoder`) gets its pages streamed instead
+(gpu/streaming.py).
 """
 
 from __future__ import annotations
@@ -64,7 +65,8 @@ class InferWorker:
         # result only by leaving it (`_send`), so none gets two; whatever breaks the loop, those still in it
         # fail (`fail_held`), so none gets none.
         self.ledger: dict[int, PageImage] = {}
-        self.last_result = time.monotonic()  # when a page last left the ledger (the stall watchdog reads it)
+        self._ledger_lock = threading.Lock()  # the device watchdog's thread reads and empties it too
+        self.progress = time.monotonic()  # when a page last left the ledger, or the first entered an empty one
         self._outbox: list[tuple[PageImage, PageResult]] | None = None
         self._filled = False
 
@@ -82,7 +84,7 @@ class InferWorker:
             StreamRunner(self, decoder).run(batch, take, busy, begin)
             self.ended = time.monotonic()
             return
-        self.slots = getattr(self.engine, "slots", None)
+        self.slots = self.engine.slots
         while batch is not None:
             upcoming = self._take(take, block=False) if ahead else (None, 0.0)
             if begin is not None:
@@ -105,14 +107,36 @@ class InferWorker:
         def taking(block: bool) -> Batch | None:
             batch = take(block)
             if batch is not None:
-                self.ledger.update((id(p), p) for p in batch.pages)
+                self._enter(batch.pages)
             return batch
         return taking
+
+    def _enter(self, pages: Sequence[PageImage]) -> None:
+        with self._ledger_lock:
+            if not self.ledger:
+                self.progress = time.monotonic()
+            for page in pages:
+                self.ledger.setdefault(id(page), page)
 
     @property
     def holding(self) -> list[PageImage]:
         """The pages taken and not yet answered."""
-        return list(self.ledger.values())
+        with self._ledger_lock:
+            return list(self.ledger.values())
+
+    def stalled_for(self, now: float) -> float:
+        """Seconds since a page last finished while pages are in hand (0 when none is)."""
+        with self._ledger_lock:
+            return now - self.progress if self.ledger else 0.0
+
+    def give_up(self, exc: BaseException) -> int:
+        """From another thread, while this worker's thread is stuck in the engine: every page in hand fails with
+        `exc` (their buffers stay: the engine may still be using them). Returns how many."""
+        held = self.holding
+        for page in held:  # straight out, not through a batch's outbox: the batch may never end
+            self._deliver(page, PageResult(ref=page.ref, status=Status.FAILED, error=error_line(exc),
+                                           timings={"decode_s": page.decode_s}))
+        return len(held)
 
     def fail_held(self, exc: BaseException) -> None:
         """Whatever broke the worker's loop: results already decided go out, every other page still in the
@@ -175,12 +199,14 @@ class InferWorker:
     def run_batch(self, pages: Sequence[PageImage]) -> None:
         """Infer `pages`, splitting on failure; every page ends in exactly one result. Pages handed here
         directly (not taken by `run`: a Ray worker's, a recovery's) enter the ledger first."""
-        for page in pages:
-            self.ledger.setdefault(id(page), page)
+        self._enter(pages)
+        self._run_batch(pages)
+
+    def _run_batch(self, pages: Sequence[PageImage]) -> None:
         cap = self.controller.cap + self.room if self.controller is not None else len(pages)
         if len(pages) > cap:  # the cap dropped (out of memory) since this batch was formed
             for i in range(0, len(pages), cap):
-                self.run_batch(pages[i:i + cap])
+                self._run_batch(pages[i:i + cap])
             return
         t0 = time.perf_counter()
         if self.memory is not None:
@@ -199,8 +225,8 @@ class InferWorker:
             if len(pages) > 1:
                 log.debug("batch of %d failed (%s); splitting", len(pages), error_line(failure))
                 half = len(pages) // 2
-                self.run_batch(pages[:half])
-                self.run_batch(pages[half:])
+                self._run_batch(pages[:half])
+                self._run_batch(pages[half:])
                 return
             outputs = [failure]
         elif self.controller is not None:
@@ -239,10 +265,16 @@ class InferWorker:
         if self._outbox is not None:
             self._outbox.append((page, result))
             return
-        if self.ledger.pop(id(page), None) is None:
+        self._deliver(page, result)
+
+    def _deliver(self, page: PageImage, result: PageResult) -> None:
+        """The page's one result, out of the ledger; a second one is dropped."""
+        with self._ledger_lock:
+            answered = self.ledger.pop(id(page), None) is None
+            self.progress = time.monotonic()
+        if answered:
             log.debug("%s: a second result dropped (%s)", page.ref.label, result.status.value)
             return
-        self.last_result = time.monotonic()
         if page.reply is not None:
             page.reply.deliver(result)
         else:
@@ -257,8 +289,11 @@ class Devices:
 
     def __init__(self, runners: list[Runner], devices: tuple[str, ...], lanes: Lanes,
                  controllers: list[ThroughputController], memory: Callable[[str], MemoryProbe | None],
-                 room: int = 0) -> None:
+                 room: int = 0, ahead: bool = False, stall_timeout: float | None = None) -> None:
         self.lanes, self.controllers = lanes, controllers
+        self.ahead = ahead  # the engine stages (Capabilities.stages): take and stage the next batch early
+        self.stall_timeout = stall_timeout
+        self.stalled: dict[str, float] = {}  # device -> when its watchdog gave its pages up
         self.runners, self.devices = runners, devices
         self.loaded = [False] * len(runners)
         self.watchers: list[Stats] = []
@@ -269,6 +304,25 @@ class Devices:
                          for i, d in enumerate(devices)]
         for t in self._threads:
             t.start()
+        self._closing = threading.Event()
+        if stall_timeout is not None:
+            threading.Thread(target=self._watch, name="stall-watchdog", daemon=True).start()
+
+    def _watch(self) -> None:
+        """The device watchdog: a worker with pages in hand and none finished for the stall timeout is stuck in
+        the engine; its pages fail as stalled (their owners hear at once), the device is marked stalled."""
+        from ..errors import StalledError
+
+        timeout = float(self.stall_timeout or 0)
+        while not self._closing.wait(min(1.0, timeout / 4)):
+            now = time.monotonic()
+            for device, worker in zip(self.devices, self.workers):
+                if worker.stalled_for(now) > timeout:
+                    why = StalledError(f"stalled: no page finished on {device} in {timeout:.0f} s "
+                                       "(--stall-timeout); the engine is stuck")
+                    n = worker.give_up(why)
+                    self.stalled[device] = now
+                    log.error("%s: %d page(s) failed as stalled", why, n)
 
     def load(self) -> None:
         """Load every device's runner now (a server's readiness); raises EngineLoadError."""
@@ -324,7 +378,7 @@ class Devices:
             try:
                 worker.run(take, busy=lambda s: self._each(lambda st: st.add_busy("infer", s)),
                            begin=lambda: self._each(lambda st: st.begin("infer")),
-                           ahead=type(runner).stage is not Runner.stage)  # no staging: choose late, for priority
+                           ahead=self.ahead)  # no staging: choose late, for priority
                 return
             except Exception as exc:  # noqa: BLE001 - the pages in hand fail with it, the device goes on
                 log.debug("infer worker on %s", self.devices[i], exc_info=True)
@@ -333,8 +387,12 @@ class Devices:
     def figures(self) -> tuple[WorkerFigures, ...]:
         return tuple(w.figures() for w in self.workers)
 
+    def stop_watching(self) -> None:
+        self._closing.set()
+
     def close(self) -> None:
         """Finish what waits, then unload every runner."""
+        self._closing.set()
         self.lanes.close()
         for t in self._threads:
             t.join()

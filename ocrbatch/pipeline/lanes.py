@@ -54,6 +54,8 @@ class FutureReply:
         return False
 
     def deliver(self, result: PageResult) -> None:
+        if self.future.done():  # answered already (a stall given up, then the stuck batch ended): once only
+            return
         if self.future.running() or self.future.set_running_or_notify_cancel():
             self.future.set_result(result)
         self._done()

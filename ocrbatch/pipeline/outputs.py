@@ -68,7 +68,8 @@ class Outputs:
                    if a.relpath.suffix == ".png" and a.relpath.is_relative_to(rel.parent)]
         dpi = self.dpi if result.ref.source.kind.value == "pdf" else None
         page = pagejson.page_json(result, self.engine, dpi=dpi, figure_files=figures)
-        result.attachments = [a for a in result.attachments if a.relpath != rel] + [Attachment(rel, pagejson.dumps(page))]
+        kept = [a for a in result.attachments if a.relpath != rel]
+        result.attachments = kept + [Attachment(rel, pagejson.dumps(page))]
 
     def still_done(self, ref: PageRef) -> bool:
         """A page done earlier is done for this run too: with --format md,json, its JSON is there."""

@@ -82,7 +82,8 @@ class PageConverter:
         from ..gpu.throughput import ThroughputController
         from .decode import PdfCache
 
-        self.engine = engine_class(options)
+        self.front = engine_class(options)  # decodes and prepares the pages it is sent
+        self.engine = self.front.runner()  # and runs them on this actor's device
         self.loaded = False
         self.controller = ThroughputController(max_batch)  # lowered after an out-of-memory error, for good
         self.dpi, self.text_layer, self.max_pixels = dpi, text_layer, max_pixels
@@ -107,7 +108,7 @@ class PageConverter:
         images = []
         for ref in refs:
             here = dataclasses.replace(ref, source=dataclasses.replace(ref.source, path=local[ref.source.path]))
-            page = read(here, self.dpi, self.pdfs, self.text_layer, self.engine, self.max_pixels,
+            page = read(here, self.dpi, self.pdfs, self.text_layer, self.front, self.max_pixels,
                         self.keep_furniture)
             if isinstance(page, PageResult):  # text layer, or failed; named after the driver's file
                 results.append(dataclasses.replace(page, ref=ref))

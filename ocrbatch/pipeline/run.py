@@ -80,7 +80,7 @@ class _Run:
             self.reply.sender_done()
 
     def remote(self) -> None:
-        remote.run(self.config, getattr(self.front, "uses_gpu", False), self.refs, self.results, self.stats,
+        remote.run(self.config, self.front.capabilities.uses_gpu, self.refs, self.results, self.stats,
                    connected=lambda d: setattr(self, "dispatcher", d))
 
     def write(self) -> None:  # on the caller's thread
@@ -142,7 +142,8 @@ class _Run:
 
     def check_signals(self) -> None:  # on the writing thread, every half second at least
         timeout = self.config.stall_timeout
-        if self.stopping is None and self.ledger.stalled(timeout):
+        device_stalled = self.devices is not None and bool(self.devices.stalled)
+        if self.stopping is None and (self.ledger.stalled(timeout) or device_stalled):
             n = self.ledger.in_flight()
             log.error("no page finished in %.0f s with %d in flight: the engine (or a decoder) is stuck; those "
                       "pages fail and the run stops (--stall-timeout)", timeout, n)
@@ -188,7 +189,7 @@ class _Run:
         ray = {"ray_workers": self.dispatcher.workers} if self.dispatcher is not None else {}
         return Summary(counts=snap.done, pages_total=snap.pages_total, sources=self.found.sources,
                        missing_inputs=list(self.found.missing_inputs), renamed=list(self.found.renamed),
-                       engine={**self.front.describe(), **ray}, figures=summary_dict(snap),
+                       engine={**self.service.describe(), **ray}, figures=summary_dict(snap),
                        output=str(self.out), failures=self.failures, stopped_by=self.stopping,
                        review_below=self.config.review_below, review=self.outputs.review_list())
 

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from ..config import EngineOptions, ServiceConfig
 from ..engines import registry
-from ..engines.base import Front
-from ..engines.base import Runner
+from ..engines.base import Capabilities, Front
 from ..gpu.device import MemoryProbe, resolve_devices
 from ..gpu.throughput import AUTO_CEILING, JOIN_PAGES, JOIN_WAIT_S, ThroughputController
 from ..gpu.nvml import ResourceSampler
@@ -29,6 +28,7 @@ class Service:
     def __init__(self, config: ServiceConfig) -> None:
         self.config = config
         engine_class = registry.engine_class(config.engine)
+        caps = engine_class.capabilities
         self.sampler = ResourceSampler()
         self.devices: Devices | None = None
         self.lanes: Lanes | None = None
@@ -40,12 +40,12 @@ class Service:
             self.front: Front = engine_class(config.engine_options)
             self.device_names: tuple[str, ...] = ("ray",)
         else:
-            self.device_names = resolve_devices(config.devices, getattr(engine_class, "uses_gpu", False))
-            streams = continuous(config, engine_class)
+            self.device_names = resolve_devices(config.devices, caps.uses_gpu)
+            streams = continuous(config, caps)
             self.front, runners = registry.build(config.engine, _sized(config, self.device_names, streams),
                                                  len(self.device_names))
             # One cap per device: an out-of-memory error on one GPU says nothing about another.
-            grow = config.max_batch_auto and getattr(engine_class, "uses_gpu", False)  # CPU engines: a fixed cap
+            grow = config.max_batch_auto and caps.uses_gpu  # CPU engines: a fixed cap
             self.controllers = [ThroughputController(config.max_batch, AUTO_CEILING if grow else None, grow=grow)
                                 for _ in self.device_names]
             # Continuous decoding: pages join the running rows in groups, without waiting long for company.
@@ -58,8 +58,17 @@ class Service:
             batcher = Batcher(cap(), wait, key=self.front.bucket_key, starve_s=config.starve_s, room=ROOM)
             self.lanes = Lanes(batcher, limit=config.max_batch * (len(self.device_names) + 2) + config.workers,
                                cap=cap)
-            self.devices = Devices(runners, self.device_names, self.lanes, self.controllers, MemoryProbe, room=ROOM)
+            self.devices = Devices(runners, self.device_names, self.lanes, self.controllers, MemoryProbe, room=ROOM,
+                                   ahead=caps.stages, stall_timeout=config.stall_timeout)
         self.sampler.start()
+
+    def describe(self) -> dict[str, Any]:
+        """The engine's facts for the summary: its front's, and those of every loaded device's runner."""
+        facts = self.front.describe()
+        if self.devices is not None:
+            facts.update(merge_facts(r.device_facts() for r, up in zip(self.devices.runners, self.devices.loaded)
+                                     if up))
+        return facts
 
     def close(self, wait: bool = True) -> None:
         """Finish what waits (with `wait`, unless a run was cut short) and unload the engine."""
@@ -68,6 +77,7 @@ class Service:
                 if wait and not self.cut_short:
                     self.devices.close()
                 else:  # stopping early: wake decode threads held back by the engine's buffers, wait for nothing
+                    self.devices.stop_watching()
                     self.front.abort()
                     self.lanes.close()
             elif self.config.ray == "local":
@@ -78,9 +88,28 @@ class Service:
             self.sampler.stop()
 
 
-def continuous(config: ServiceConfig, engine_class: type) -> bool:
+def continuous(config: ServiceConfig, caps: Capabilities) -> bool:
     """Pages stream into a running decode loop (the engine has one and the run asked for it)."""
-    return config.engine_options.schedule == "continuous" and engine_class.decoder is not Runner.decoder
+    return config.engine_options.schedule == "continuous" and caps.streams
+
+
+def merge_facts(per_device: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """The devices' facts as one: a value they share once; numbers that differ added (counts), texts that differ
+    joined ("cuda:0, cuda:1")."""
+    seen: dict[str, list[Any]] = {}
+    for facts in per_device:
+        for key, value in facts.items():
+            seen.setdefault(key, []).append(value)
+    merged: dict[str, Any] = {}
+    for key, values in seen.items():
+        distinct = list(dict.fromkeys(values))
+        if len(distinct) == 1:
+            merged[key] = distinct[0]
+        elif all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+            merged[key] = sum(values)
+        else:
+            merged[key] = ", ".join(map(str, distinct))
+    return merged
 
 
 def _sized(config: ServiceConfig, devices: tuple[str, ...], streams: bool) -> EngineOptions:

@@ -154,7 +154,7 @@ async def _convert(state: ServerState, request: Request) -> Response:
         handed_over = True
         job = _Job(state, request, pages, path, name, multipage, priority, started)
         if wants_lines(request):
-            job.lines = {"engine": state.conv.engine, "dpi": getattr(getattr(state.conv, "_template", None), "dpi", None)}
+            job.lines = {"engine": state.conv.engine, "dpi": state.conv.dpi}
         accept = request.headers.get("accept", "")
         if NDJSON in accept:
             return StreamingResponse(job.ndjson(), media_type=NDJSON)

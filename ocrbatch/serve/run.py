@@ -80,7 +80,7 @@ def serve(converter_options: dict[str, Any], config: ServeConfig, *, verbose: in
     def announce(host: str, port: int) -> None:
         if not quiet:
             sys.stderr.write(f"ocrbatch: serving on http://{host}:{port} (engine {conv.engine}, "
-                             f"max batch {converter_options.get('max_batch', 8)}, max queue {config.max_queue} "
+                             f"max batch {converter_options['max_batch']}, max queue {config.max_queue} "
                              f"pages{', token required' if config.token else ''})\n")
             sys.stderr.flush()
 

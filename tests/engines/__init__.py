@@ -7,7 +7,7 @@ import threading
 import time
 from typing import Sequence
 
-from ocrbatch.engines.base import Engine
+from ocrbatch.engines.base import Capabilities, Engine
 from ocrbatch.engines.fake import FakeEngine
 from ocrbatch.errors import EngineLoadError
 from ocrbatch.gpu.pool import BufferPool
@@ -122,6 +122,12 @@ class PooledEngine(FakeEngine):
         self.pool = BufferPool(slots_per_shape=2)
         type(self).last = self
 
+    def runner(self):
+        """Each device's runner frees the slots its front took, and counts that pool's allocations."""
+        twin = super().runner()
+        twin.pool = self.pool
+        return twin
+
     def prepare(self, page):
         waited = self.pool.waited_s()
         slot = self.pool.acquire((4,))
@@ -152,6 +158,7 @@ class StagingRecorder(FakeEngine):
     """Records the order of its stage / infer / release calls (by the first page's name)."""
 
     name = "staging-recorder"
+    capabilities = Capabilities(stages=True)
     calls: list[str] = []
 
     def stage(self, pages) -> None:

@@ -136,11 +136,9 @@ def faulty(base: type, fault: Fault, name: str | None = None) -> type:
     body: dict[str, Any] = {"name": name or f"faulty-{fault.at}-{fault.kind}", "tripwire": wire, "load": load,
                             "prepare": prepare, "stage": stage, "infer": infer, "release": release,
                             "__module__": __name__}
-    if hasattr(base, "output"):
+    if base.capabilities.streams:  # only a streaming engine turns generated pages into outputs
         body["output"] = output
-    from ocrbatch.engines.base import Runner
-
-    if getattr(base, "decoder", Runner.decoder) is not Runner.decoder:  # only an engine that decodes continuously
+    if base.capabilities.streams:  # only an engine that decodes continuously
         body["decoder"] = decoder
     return type(f"Faulty{base.__name__}", (base,), body)
 

@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import Any, Hashable, Iterator, Sequence
 
 from ... import confidence
-from ...config import EngineOptions
+from ...config import EngineOptions, check
 from ...errors import EngineLoadError, UsageError, error_line
 from ...records import PageImage, PageOutput, Status
-from ..base import Engine
+from ..base import Capabilities, Decoder, Engine
 from .inputs import Tiling
 from .post import page_lines, to_markdown
 
@@ -77,9 +77,19 @@ class _Generated:
     guard_fired: bool = False  # the repetition guard banned a token the model would have chosen
 
 
+class _Shared:
+    """What a front and the runners it makes share: the checked checkpoint, and the preprocessor whose pool the
+    front prepares pages into and the runners free them from (and report on)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.path: str | None = None  # the checked checkpoint folder
+        self.prep: Any = None  # inputs.Preprocessor, made by the first prepare()
+
+
 class DeepseekOcr2Engine(Engine):
     name = "deepseek-ocr2"
-    uses_gpu = True
+    capabilities = Capabilities(uses_gpu=True, stages=True, streams=True)
 
     def __init__(self, options: EngineOptions) -> None:
         super().__init__(options)
@@ -88,10 +98,7 @@ class DeepseekOcr2Engine(Engine):
                              f"such as {HUB_ID}")
         if options.dtype != "auto" and options.dtype.lower() not in _DTYPES:
             raise UsageError(f"--dtype {options.dtype!r}: choose auto, bfloat16, float16 or float32")
-        if options.max_new_tokens < 1:
-            raise UsageError("--max-new-tokens must be at least 1")
-        if options.quantize not in QUANTIZE:
-            raise UsageError(f"--quantize {options.quantize}: choose none, int8 or nf4")
+        check({"max_new_tokens": options.max_new_tokens, "quantize": options.quantize})
         self.prompt = resolve_prompt(options.prompt)
         local = Path(options.model).expanduser()
         self._local = local.resolve() if local.is_dir() else None
@@ -103,9 +110,7 @@ class DeepseekOcr2Engine(Engine):
         self.retried = 0
         self.model: Any = None
         self.processor: Any = None
-        self._path: str | None = None  # the checked checkpoint folder
-        self._prep: Any = None  # inputs.Preprocessor, made by the first prepare()
-        self._prep_lock = threading.Lock()
+        self._shared = _Shared()
         self._staging: Any = None  # gpu.staging.DeviceStaging, made by load()
         # Called on every row's scores before the greedy choice, with the rows' pages and their tokens so far:
         # (pages, steps, scores) -> scores. Benchmarks end pages at drawn lengths with it (LengthHook); tests too.
@@ -115,6 +120,21 @@ class DeepseekOcr2Engine(Engine):
         self.slots = SlotFigures()  # the static path's slot use (the continuous decoder keeps its own)
 
     # -- the interface ---------------------------------------------------------------------------
+    def runner(self) -> "DeepseekOcr2Engine":
+        """A runner for one more device, sharing this front's checkpoint check and preprocessor (it frees the
+        pages the front prepared, and reports on their pool)."""
+        twin = super().runner()
+        twin._shared = self._shared
+        return twin
+
+    @property
+    def _prep(self) -> Any:
+        return self._shared.prep
+
+    @_prep.setter
+    def _prep(self, prep: Any) -> None:
+        self._shared.prep = prep
+
     def identity(self) -> str:
         model = str(self._local) if self._local else self.options.model
         prompt = self.options.prompt if self.options.prompt in PROMPTS else \
@@ -123,13 +143,16 @@ class DeepseekOcr2Engine(Engine):
         return f"{self.name} model={model} prompt={prompt} max_new_tokens={self.options.max_new_tokens}{quantize}"
 
     def describe(self) -> dict[str, Any]:
-        facts = {"engine": self.name, "model": self.options.model, "device": self.device, "dtype": self.dtype,
-                 "attention": self.attention}
+        return {"engine": self.name, "model": self.options.model,
+                "prompt": self.options.prompt if self.options.prompt in PROMPTS else "custom",
+                "max_new_tokens": self.options.max_new_tokens, "quantize": self.options.quantize,
+                "schedule": self.options.schedule}
+
+    def device_facts(self) -> dict[str, Any]:
+        facts: dict[str, Any] = {"device": self.device, "dtype": self.dtype, "attention": self.attention}
         if self.tf32:
             facts["matmul"] = "tf32"
-        facts.update(prompt=self.options.prompt if self.options.prompt in PROMPTS else "custom",
-                     max_new_tokens=self.options.max_new_tokens, pages_retried=self.retried,
-                     quantize=self.options.quantize, schedule=self.options.schedule)
+        facts["pages_retried"] = self.retried
         return facts
 
     def bucket_key(self, page: PageImage) -> Hashable:
@@ -140,8 +163,12 @@ class DeepseekOcr2Engine(Engine):
     def _checkpoint(self) -> str:
         """The checkpoint folder, once checked: torch and transformers 5 there, a DeepSeek-OCR-2 in
         transformers format (the same one-line errors whichever thread asks first)."""
-        if self._path is not None:
-            return self._path
+        with self._shared.lock:
+            if self._shared.path is None:
+                self._shared.path = self._check_checkpoint()
+            return self._shared.path
+
+    def _check_checkpoint(self) -> str:
         missing = [m for m in ("torch", "transformers") if importlib.util.find_spec(m) is None]
         if missing:
             raise EngineLoadError(f"the deepseek-ocr2 engine needs {' and '.join(missing)}: "
@@ -156,7 +183,6 @@ class DeepseekOcr2Engine(Engine):
         if not hasattr(transformers, "DeepseekOcr2ForConditionalGeneration"):
             raise EngineLoadError(f"transformers {transformers.__version__} has no DeepSeek-OCR-2 model; "
                                   f"the deepseek-ocr2 engine needs transformers 5 or newer")
-        self._path = path
         return path
 
     def load(self, device: str) -> None:
@@ -288,7 +314,7 @@ class DeepseekOcr2Engine(Engine):
         text = self.processor.tokenizer.decode(gen.tokens, skip_special_tokens=False)
         return page_output(text, gen, page, info, self._specials)
 
-    def decoder(self) -> Any:
+    def decoder(self) -> "Decoder | None":
         """The continuous decoder (continuous.py) when the run schedules that way; None: static
         batches through `infer`."""
         if self.options.schedule != "continuous" or self.model is None:
@@ -318,8 +344,8 @@ class DeepseekOcr2Engine(Engine):
     def _preprocessor(self) -> Any:
         """Made by the first decode thread that asks, with its own processor (tokenizers are not shared
         between threads); pinned slots for a GPU (EngineOptions.pin_memory)."""
-        with self._prep_lock:
-            if self._prep is None:
+        with self._shared.lock:
+            if self._shared.prep is None:
                 path = self._checkpoint()
                 import torch
                 import transformers
@@ -332,10 +358,10 @@ class DeepseekOcr2Engine(Engine):
                 ip = processor.image_processor
                 tiling = Tiling.from_settings({k: getattr(ip, k) for k in ("tile_size", "min_patches", "max_patches",
                                                                           "crop_to_patches") if hasattr(ip, k)})
-                self._prep = Preprocessor(processor, self.prompt, tiling,
-                                          self.options.buffer_pages or DEFAULT_BUFFER_PAGES,
-                                          pin=torch.cuda.is_available() and self.options.pin_memory is not False,
-                                          reserve=self.options.reserve_buffers)
+                self._shared.prep = Preprocessor(
+                    processor, self.prompt, tiling, self.options.buffer_pages or DEFAULT_BUFFER_PAGES,
+                    pin=torch.cuda.is_available() and self.options.pin_memory is not False,
+                    reserve=self.options.reserve_buffers)
             return self._prep
 
     def _generate(self, pages: Sequence[PageImage], guard: tuple[int, int]) -> list[_Generated]:
@@ -524,9 +550,6 @@ def _model_type(path: str) -> str | None:
     except (OSError, ValueError) as exc:
         raise EngineLoadError(f"cannot read {Path(path) / 'config.json'}: {error_line(exc, named=False)}") from exc
     return config.get("model_type") if isinstance(config, dict) else None
-
-
-QUANTIZE = ("none", "int8", "nf4")
 
 
 def quantize_support() -> dict[str, str | None]:

@@ -1,0 +1,243 @@
+"""The one table of options (config.OPTIONS): every row's flag and variable, generated; the flag wins; a switch's
+opposite undoes its variable; a refused variable names itself. The commands are parsed by typer as the real ones
+are (their parameters made by the same decorator), with a probe in place of the command's body."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from conftest import draw_page, run_cli
+from ocrbatch import cli, config
+from ocrbatch.config import OPTIONS, RUN, SERVE
+
+ROOT = Path(__file__).resolve().parents[1]
+FLAGGED = [o for o in OPTIONS if o.scope & {RUN, SERVE}]
+
+
+def sample(o: config.Option, other: bool = False):
+    """A value the option allows that is not its default (`other`: a second, different one), as (flag's text,
+    the value the command gets)."""
+    if o.choices:
+        value = [c for c in o.choices if c != o.default][1 if other and len(o.choices) > 2 else 0]
+        if other and len(o.choices) == 2:
+            value = o.default
+        return value, value
+    if o.kind in ("int", "count"):
+        base = o.default if o.default is not None else (o.least or 0) + 1
+        value = base + (2 if other else 1)
+        if o.most is not None and value > o.most:
+            value = base - (2 if other else 1)
+        return str(value), value
+    if o.kind == "float":
+        value = (o.default or 1.0) + (2.5 if other else 1.5)
+        if o.most is not None and value > o.most:  # e.g. a score between 0 and 1
+            value = o.most * (0.5 if other else 0.75)
+        return str(value), value
+    if o.kind == "switch":
+        return None, not o.default
+    if o.kind == "batch":
+        return ("5", "5") if other else ("3", "3")
+    if o.kind == "path":
+        text = "/tmp/other" if other else "/tmp/one"
+        return text, Path(text)
+    text = {"pages": "2-3,7" if other else "1-4", "format": "json,md" if other else "md,json"}.get(
+        o.name, "other" if other else "one")
+    return text, text
+
+
+BAD = {"int": "abc", "count": "abc", "float": "abc", "switch": "maybe", "batch": "many"}
+
+
+def bad_value(o: config.Option) -> str | None:
+    if o.choices:
+        return "nope"
+    if o.name == "pages":
+        return "x-y"
+    if o.name == "token":
+        return "  "
+    if o.name == "format":
+        return "pdf"
+    return BAD.get(o.kind)
+
+
+def flag_args(o: config.Option, text) -> list[str]:
+    if o.kind == "switch":
+        return [o.flag]
+    if o.kind == "count":
+        return [o.flag] * int(text)
+    return [o.flag, text]
+
+
+def probe(scope: str):
+    """A command taking the options of `scope` as the real one does; returns (app, the options it got)."""
+    app = typer.Typer()
+    got: dict = {}
+
+    @app.command()
+    @cli._with_options(scope)
+    def command(*, options: dict) -> None:
+        got.clear()
+        got.update(options)
+
+    @app.command()
+    def other() -> None:  # two commands: typer then expects the command's name, as in the real app
+        pass
+
+    return app, got
+
+
+def invoke(scope: str, args: list[str], env: dict[str, str] | None = None):
+    app, got = probe(scope)
+    clean = {o.env: None for o in OPTIONS}  # none of the caller's OCRBATCH_* variables
+    result = CliRunner().invoke(app, ["command", *args], env={**clean, **(env or {})})
+    return result, dict(got)
+
+
+def scope_of(o: config.Option) -> str:
+    return RUN if RUN in o.scope else SERVE
+
+
+@pytest.mark.parametrize("o", FLAGGED, ids=lambda o: o.name)
+def test_every_option_is_set_by_its_flag_or_its_variable_and_the_flag_wins(o):
+    text, value = sample(o)
+    result, got = invoke(scope_of(o), flag_args(o, text))
+    assert result.exit_code == 0, result.output
+    assert got[o.name] == value
+    env_text = ("1" if value else "0") if o.kind == "switch" else text
+    result, got = invoke(scope_of(o), [], env={o.env: env_text})
+    assert result.exit_code == 0, result.output
+    assert got[o.name] == value
+    if o.kind != "switch":
+        other_text, other = sample(o, other=True)
+        assert other != value
+        result, got = invoke(scope_of(o), flag_args(o, text), env={o.env: other_text})
+        assert result.exit_code == 0, result.output
+        assert got[o.name] == value  # the flag, not the variable
+    result, got = invoke(scope_of(o), [], env={})
+    assert got[o.name] == o.default
+
+
+@pytest.mark.parametrize("o", [o for o in FLAGGED if o.kind == "switch"], ids=lambda o: o.name)
+def test_a_switchs_opposite_flag_undoes_its_variable(o):
+    assert o.off and o.off != o.flag
+    on = "0" if o.default else "1"
+    result, got = invoke(scope_of(o), [], env={o.env: on})
+    assert got[o.name] is not o.default
+    result, got = invoke(scope_of(o), [o.off], env={o.env: on})
+    assert result.exit_code == 0, result.output
+    assert got[o.name] is o.default
+
+
+@pytest.mark.parametrize("o", [o for o in FLAGGED if bad_value(o) is not None], ids=lambda o: o.name)
+def test_a_refused_variable_names_the_variable_and_exits_2(o):
+    raw = bad_value(o)
+    result, got = invoke(scope_of(o), [], env={o.env: raw})
+    assert result.exit_code == 2 and not got
+    assert f"{o.env}={raw!r}: " in result.output and "Invalid value" not in result.output
+
+
+def test_a_variable_out_of_range_names_the_variable_a_flag_names_the_flag():
+    result, _ = invoke(RUN, [], env={"OCRBATCH_DPI": "20"})
+    assert result.exit_code == 2 and "OCRBATCH_DPI='20': choose between 36 and 1200" in result.output
+    result, _ = invoke(RUN, ["--dpi", "20"])
+    assert result.exit_code == 2 and "--dpi 20: choose between 36 and 1200" in result.output
+    result, _ = invoke(SERVE, [], env={"OCRBATCH_MAX_BATCH": "0"})
+    assert result.exit_code == 2 and "OCRBATCH_MAX_BATCH='0': must be at least 1" in result.output
+
+
+def test_a_variable_its_flag_overrides_is_not_read():
+    result, got = invoke(RUN, ["--dpi", "300"], env={"OCRBATCH_DPI": "abc"})
+    assert result.exit_code == 0 and got["dpi"] == 300
+    from ocrbatch import Converter
+
+    with Converter.from_env({"OCRBATCH_WORKERS": "none", "OCRBATCH_ENGINE": "fake"}, workers=1) as conv:
+        assert conv._template.workers == 1
+
+
+def test_the_commands_have_exactly_the_tables_flags_and_variables():
+    command = typer.main.get_command(cli.app)
+    for scope, name, own in ((RUN, "convert", {"inputs"}), (SERVE, "serve", set())):
+        params = {p.name: p for p in command.commands[name].params}
+        assert set(params) == {o.name for o in config.options(scope)} | own
+        for o in config.options(scope):
+            assert o.flag in params[o.name].opts and not params[o.name].envvar  # variables: read by the table
+            if o.kind == "switch":
+                assert params[o.name].secondary_opts == [o.off]
+    assert {o.env for o in OPTIONS} == {"OCRBATCH_" + o.name.upper() for o in OPTIONS}
+
+
+def test_the_real_command_line_reads_variables_and_the_opposite_flag(tmp_path):
+    draw_page("x").save(tmp_path / "x.png")
+    env = {"OCRBATCH_QUIET": "1", "OCRBATCH_ENGINE": "fake"}
+    quiet = run_cli("convert", str(tmp_path / "x.png"), "-o", str(tmp_path / "a"), env=env)
+    loud = run_cli("convert", str(tmp_path / "x.png"), "-o", str(tmp_path / "b"), "--no-quiet", env=env)
+    assert quiet.returncode == loud.returncode == 0, loud.stderr
+    assert quiet.stderr == "" and "pages" in loud.stderr  # the summary, which OCRBATCH_QUIET=1 left out
+    bad = run_cli("convert", str(tmp_path / "x.png"), "-o", str(tmp_path / "c"), env={"OCRBATCH_DPI": "abc"})
+    assert bad.returncode == 2
+    assert bad.stderr.strip() == "ocrbatch: error: OCRBATCH_DPI='abc': a whole number is needed"
+    missing = run_cli("convert", str(tmp_path / "x.png"), env={"OCRBATCH_OUTPUT": ""})
+    assert missing.returncode == 2 and "-o/--output" in missing.stderr
+
+
+def test_converter_keywords_are_the_tables_engine_rows_checked_by_the_table():
+    from ocrbatch import Converter
+    from ocrbatch.errors import UsageError
+
+    for o in config.options(config.ENGINE):
+        assert f"{o.name}=" in Converter.__doc__
+    with pytest.raises(UsageError, match="unknown option"):
+        Converter(engine="fake", output="x")  # a run's option, not the converter's
+    with pytest.raises(UsageError, match=re.escape("--text-layer sideways: choose auto, off or only")):
+        Converter(engine="fake", text_layer="sideways")
+    with pytest.raises(UsageError, match=re.escape("OCRBATCH_WORKERS='0': must be at least 1")):
+        Converter.from_env({"OCRBATCH_WORKERS": "0"})
+    conv = Converter.from_env({"OCRBATCH_ENGINE": "fake", "OCRBATCH_MAX_BATCH": "auto", "OCRBATCH_STARVE_MS": "50"},
+                              max_wait_ms=5)
+    try:
+        assert conv._template.max_batch == config.MAX_BATCH_START and conv._template.max_batch_auto
+        assert conv._service_config.starve_s == 0.05 and conv._template.max_wait_ms == 5
+    finally:
+        conv.close()
+
+
+def readme_section(title: str) -> str:
+    text = (ROOT / "README.md").read_text()
+    return text.split(f"\n## {title}", 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_readme_lists_every_option_and_variable():
+    options, serve = readme_section("Options"), readme_section("Serve")
+    for o in config.options(RUN):
+        assert f"`{o.flag}" in options or f", {o.flag}" in options, o.flag
+        assert o.env in options, o.env
+    for o in config.options(SERVE):
+        assert o.flag in serve or (RUN in o.scope and o.flag in options), o.flag
+        assert o.env in serve or o.env in options, o.env
+    python = readme_section("Python")
+    for o in config.options(config.ENGINE):
+        assert f"`{o.name}`" in python, o.name
+
+
+def test_serve_takes_max_batch_auto_from_its_flag_or_variable(tmp_path, monkeypatch):
+    pytest.importorskip("uvicorn")
+    from test_serve import Server, png
+
+    srv = Server(tmp_path / "flag", "--engine", "fake", "--max-batch", "auto")
+    try:
+        assert "max batch auto" in srv.log.read_text()
+        r = srv.convert(png("auto"), filename="auto.png")
+        assert r.status_code == 200 and r.json()["pages"][0]["status"] == "ok"
+    finally:
+        assert srv.stop() == 0
+    monkeypatch.setenv("OCRBATCH_MAX_BATCH", "auto")
+    srv = Server(tmp_path / "variable", "--engine", "fake")
+    try:
+        assert "max batch auto" in srv.log.read_text()
+    finally:
+        assert srv.stop() == 0

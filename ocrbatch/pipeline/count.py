@@ -39,6 +39,11 @@ class PageCounter:
         self._thread = threading.Thread(target=self._count, name="count", daemon=True)
         self._thread.start()
 
+    def wait(self) -> None:
+        """Until the count is done (or given up)."""
+        if self._thread is not None:
+            self._thread.join()
+
     def stop(self) -> None:
         self._stop.set()
         if self._thread is not None:

@@ -1,7 +1,9 @@
 """Files in the output folder: written whole or not at all, readable as the umask says, and the write errors
 that stop a run (disk full and its kind) told apart from those that fail one page.
 
-Every temporary file is named `.NAME.XXXXXXXX.tmp` beside its target. A clean run leaves none; a run killed
+Every temporary file is named `.NAME.XXXXXXXX.tmp` beside its target, NAME cut to its first TEMP_NAME_CHARS
+characters, so that a target whose name is as long as the file system allows (255 bytes) still gets a temporary
+file whose name fits. A clean run leaves none; a run killed
 with `kill -9` may, and the next run into the folder removes them (`remove_temporaries`) when it takes over
 the dead run's lock.
 """
@@ -18,6 +20,8 @@ from pathlib import Path
 # Errors every later write would hit too: the run stops (exit 7) instead of failing page after page.
 FATAL_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO})
 _TEMPORARY = re.compile(r"^\..+\.[A-Za-z0-9_]{8}\.tmp$")
+# At most 4 bytes a character in UTF-8: 1 + 4 * 40 + 14 bytes stays well under the usual 255-byte limit.
+TEMP_NAME_CHARS = 40
 
 _mode_lock = threading.Lock()
 _file_mode: int | None = None
@@ -53,7 +57,7 @@ def _read_umask() -> int:
 
 def temporary(path: Path) -> tuple[int, str]:
     """A new temporary file beside `path` (fd, name), with the umask's mode, registered as in flight."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:TEMP_NAME_CHARS]}.", suffix=".tmp", dir=path.parent)
     _in_flight.add(tmp)
     try:
         os.fchmod(fd, file_mode())

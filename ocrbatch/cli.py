@@ -153,24 +153,38 @@ def convert(inputs: list[str] = typer.Argument(..., help="Files, folders, or - t
                             log_every=o["log_every"], metrics_file=o["metrics_file"], verbose=o["verbose"],
                             formats=o["format"], join=o["join"], review_below=o["review_below"])
 
-    _exit_with(convert_all, o["verbose"])
+    _exit_with(convert_all, o["verbose"], as_json=o["json"], output=o["output"])
 
 
-def _exit_with(command: Callable[[], int], verbose: int) -> NoReturn:
-    """Run a command and exit with its code; the one place where errors become exit codes."""
+def _exit_with(command: Callable[[], int], verbose: int, as_json: bool = False,
+               output: Path | None = None) -> NoReturn:
+    """Run a command and exit with its code; the one place where errors become exit codes. With `as_json`
+    (convert --json, into `output`), an error also gets its JSON summary on stdout."""
+    error: str | None = None
     try:
         code = command()
     except OcrbatchError as exc:
         log.error("%s", exc, exc_info=verbose > 0)
-        code = exc.exit_code
+        code, error = exc.exit_code, str(exc)
     except KeyboardInterrupt:
-        log.error("interrupted; finished pages are kept, rerun to resume")
+        error = "interrupted; finished pages are kept, rerun to resume"
+        log.error("%s", error)
         code = ExitCode.INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - a bug: one line unless -v
         log.error("unexpected %s: %s (rerun with -v for the traceback)", type(exc).__name__, exc,
                   exc_info=verbose > 0)
-        code = ExitCode.INTERNAL
+        code, error = ExitCode.INTERNAL, f"unexpected {type(exc).__name__}: {exc}"
+    if error is not None and as_json:
+        _print_error_json(int(code), error, output)
     raise typer.Exit(int(code))
+
+
+def _print_error_json(code: int, error: str, output: Path | None) -> None:
+    from .pipeline.stats import error_summary
+
+    sys.stdout.write(json.dumps(error_summary(code, error, None if output is None else str(output)),
+                                indent=2) + "\n")
+    sys.stdout.flush()
 
 
 def _run_convert(converter, inputs: list[str], output: Path, *, pages: str | None, force: bool, null: bool,
@@ -197,7 +211,8 @@ def _run_convert(converter, inputs: list[str], output: Path, *, pages: str | Non
 
             shutil.rmtree(work, ignore_errors=True)
     for source, key in summary.renamed:
-        log.warning("%s: another input maps to the same output name; written as %s", source, key)
+        log.warning("%s: another input maps (now, or in an earlier run into %s) to the same output name; "
+                    "written as %s", source, output, key)
     if not quiet and (verbose or stderr_is_terminal()):
         from .ui import print_summary  # off a terminal without -v, the reporter's `finished` line is the summary
 
@@ -268,6 +283,14 @@ def bench(
 
     def run_bench() -> int:
         from .bench import BenchConfig, main as bench_main, parse_sizes
+        from .errors import EngineLoadError
+
+        try:
+            import torch  # noqa: F401 - the benchmark builds a random DeepSeek-OCR-2 with these
+            import transformers  # noqa: F401
+        except ImportError as exc:
+            raise EngineLoadError(f"ocrbatch bench needs torch and transformers ({exc}): install torch for your "
+                                  "platform (https://pytorch.org), then pip install 'ocrbatch[gpu]'") from exc
 
         config = BenchConfig(arch=arch, batch_sizes=parse_sizes(batch_sizes), pages=pages, pages_dir=pages_dir,
                              max_new_tokens=max_new_tokens, loop_pages=loop_pages, device=device, workers=workers,
@@ -312,4 +335,31 @@ def doctor(as_json: bool = typer.Option(False, "--json", help="Print the finding
 
 
 def main() -> None:
-    app()
+    if sys.argv[1:2] == ["convert"]:  # as early as this module allows (python -m ocrbatch: earlier still)
+        from .pipeline.signals import install
+
+        install()
+    if not _json_wanted(sys.argv[1:]):
+        app()
+        return
+    try:  # convert --json: a usage error the option parser finds also gets its JSON summary
+        code = app(standalone_mode=False)
+    except typer.Abort:
+        sys.exit(1)
+    except Exception as exc:  # the parser's ClickException (typer's own copy of click in newer versions)
+        if not all(hasattr(exc, a) for a in ("show", "format_message", "exit_code")):
+            raise
+        exc.show()
+        _print_error_json(exc.exit_code, exc.format_message(), None)
+        sys.exit(exc.exit_code)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _json_wanted(args: list[str]) -> bool:
+    """`convert` with --json (the last of --json and --no-json given), or else OCRBATCH_JSON set."""
+    if args[:1] != ["convert"]:
+        return False
+    named = [a for a in (args[:args.index("--")] if "--" in args else args) if a in ("--json", "--no-json")]
+    if named:
+        return named[-1] == "--json"
+    return os.environ.get(config.OPTION["json"].env, "").lower() in ("1", "true", "yes", "on")

@@ -3,8 +3,12 @@
 During a run records are appended as pages finish, each line in one write (cut back off if the disk
 fills halfway through it), so a crash loses nothing and the file is always whole JSON lines; at the end
 the file is rewritten atomically with one line per page, from what the file holds then (so records another
-writer added are kept). A rerun reads it to skip finished pages; a line cut short by an older crash is
-ignored with a warning.
+writer added are kept). A rerun reads it to skip finished pages; a line cut short by an older crash, or a
+record whose fields have the wrong types (edited by hand, written by another tool), is ignored with a warning.
+
+An output name belongs to the source whose record names it (the latest such record, should older files
+disagree): discovery gives a source the names it holds and never gives them to another one, and a page is done
+only while the name it was written under is still its source's.
 
 File names that are not valid UTF-8 keep their undecodable bytes as surrogate escapes (Python's
 `surrogateescape`), written as `\\udcXX` JSON escapes: `os.fsencode(record["source"])` gives the name's bytes.
@@ -15,18 +19,49 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import time
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Iterator
 
 from . import atomic
 from .errors import OutputWriteError
-from .records import PageRef, PageResult, Source, Status
+from .records import Kind, PageRef, PageResult, Source, Status, page_output
 
 log = logging.getLogger("ocrbatch")
 
 NAME = "manifest.jsonl"
 DONE = {Status.OK.value, Status.TRUNCATED.value, Status.SKIPPED.value}
+# What a PDF page's output depends on beside the engine (--dpi, --text-layer); records written before these
+# were recorded are taken to have been made with the defaults.
+PDF_OPTION_DEFAULTS = {"dpi": 150, "text_layer": "auto"}
+
+_PAGE_FILE = re.compile(r"page-\d{4,}\.md")  # records.page_output's name for a page of a multi-page source
+_INT_OR_NONE = (lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool)))
+_STR_OR_NONE = (lambda v: v is None or isinstance(v, str))
+# The fields a record must have (or leave out) with these types to be read; anything else is skipped.
+_FIELD_TYPES = {
+    "page": _INT_OR_NONE, "output": _STR_OR_NONE, "status": _STR_OR_NONE, "engine": _STR_OR_NONE,
+    "source_size": _INT_OR_NONE, "source_mtime_ns": _INT_OR_NONE, "finished_at": _STR_OR_NONE,
+    "done_as": _STR_OR_NONE, "error": _STR_OR_NONE, "shortened_from": _STR_OR_NONE,
+    "timings": lambda v: isinstance(v, dict), "info": lambda v: isinstance(v, dict),
+    "options": lambda v: isinstance(v, dict),
+    "attachments": lambda v: isinstance(v, list) and all(isinstance(a, str) for a in v),
+}
+
+
+def well_formed(rec: Any) -> bool:
+    """A record this module can use: an object with a string `source` and every known field of its type."""
+    return (isinstance(rec, dict) and isinstance(rec.get("source"), str)
+            and all(check(rec[k]) for k, check in _FIELD_TYPES.items() if k in rec))
+
+
+def output_names(output: str) -> set[str]:
+    """The names an output file holds for claims (pipeline/discover.py: the file, and the stem its source's key
+    has: `a/b.md` is the single page of `a/b`, `a/b/page-0001.md` page 1 of `a/b`)."""
+    path = PurePosixPath(output)
+    stem = path.parent if _PAGE_FILE.fullmatch(path.name) and path.parent.name else path.with_suffix("")
+    return {output.casefold(), "stem:" + stem.as_posix().casefold()}
 
 
 def _key(source: str, page: int | None) -> tuple[str, int]:
@@ -44,9 +79,9 @@ def dumps(rec: dict[str, Any]) -> str:
 
 
 def read_records(path: Path, *, warn: bool = False) -> Iterator[dict[str, Any]]:
-    """The records in `path`, in order; lines that are not whole JSON records are skipped (with a
-    warning when `warn`)."""
-    cut = 0
+    """The records in `path`, in order; lines that are not whole JSON records, and records whose fields have
+    the wrong types, are skipped (with a warning when `warn`)."""
+    cut = malformed = 0
     try:
         with open(path, encoding="utf-8", errors="surrogateescape") as fh:
             for line in fh:
@@ -58,32 +93,70 @@ def read_records(path: Path, *, warn: bool = False) -> Iterator[dict[str, Any]]:
                 except json.JSONDecodeError:
                     cut += 1  # a line cut short by a crash
                     continue
-                if isinstance(rec, dict) and "source" in rec:
+                if well_formed(rec):
                     yield rec
+                else:
+                    malformed += 1
     except FileNotFoundError:
         return
     if cut and warn:
         log.warning("%s: ignored %d line(s) that are not whole JSON records (cut short when an earlier "
                     "run was stopped); their pages will be redone", path, cut)
+    if malformed and warn:
+        log.warning("%s: ignored %d record(s) whose fields have the wrong type (e.g. a page number in quotes); "
+                    "their pages will be redone", path, malformed)
 
 
 class Manifest:
-    def __init__(self, out_dir: Path, engine_identity: str) -> None:
+    """`pdf_options`: what a PDF page's output depends on beside the engine ({"dpi", "text_layer"}), recorded
+    with each PDF page and compared on resume; None: neither recorded nor compared."""
+
+    def __init__(self, out_dir: Path, engine_identity: str, pdf_options: dict[str, Any] | None = None) -> None:
         self.path = out_dir / NAME
         self.out_dir = out_dir
         self.engine_identity = engine_identity
+        self.pdf_options = pdf_options
         # The latest record per page, kept as its JSON line: a third of the memory of the dict.
         self._latest: dict[tuple[str, int], str] = {}
         for rec in read_records(self.path, warn=True):
             self._latest[_key(rec["source"], rec.get("page"))] = dumps(rec)
+        # Who holds each output name (output_names), and when it was written: the latest writer wins.
+        self._holders: dict[str, tuple[str, str]] = {}  # name → (finished_at, source)
+        self._held: dict[str, set[str]] = {}  # source → the output files its records name (casefolded)
+        self._source_names: dict[str, str] = {}
+        for line in self._latest.values():
+            rec = json.loads(line)
+            if rec.get("output"):
+                self._hold(rec["source"], rec["output"], rec.get("finished_at") or "")
         self._fd: int | None = None
+
+    def _hold(self, source: str, output: str, when: str) -> None:
+        held = self._held.setdefault(source, set())
+        source = self._source_names.setdefault(source, source)  # one string per source, whatever its pages
+        held.add(output.casefold())
+        for name in output_names(output):
+            earlier = self._holders.get(name)
+            if earlier is None or earlier[1] == source or earlier[0] <= when:
+                self._holders[name] = (when, source)
+
+    # -- output names (pipeline/discover.py: KeyClaims) ---------------------------------------------------
+    def held(self, source: str) -> set[str]:
+        """The output files (casefolded) that records of `source` name."""
+        return set(self._held.get(source, ()))
+
+    def holder(self, name: str) -> str | None:
+        """The source whose record names `name` (an output file or a "stem:" name, casefolded), if any."""
+        held = self._holders.get(name)
+        return held[1] if held else None
 
     def _get(self, source: str, page: int | None) -> dict[str, Any] | None:
         line = self._latest.get(_key(source, page))
         return None if line is None else json.loads(line)
 
     def is_done(self, ref: PageRef) -> bool:
-        """Done earlier for this very file (size and mtime) with this engine, and its output is there."""
+        """Done earlier for this very file (size and mtime) with this engine and these PDF options, and its
+        output is there under the same name (discovery gives a source a name only while it holds it: no other
+        source's record has taken it since)."""
         rec = self._get(str(ref.source.path), ref.page)
         return bool(
             rec
@@ -92,8 +165,14 @@ class Manifest:
             and rec.get("source_size") == ref.source.size
             and rec.get("source_mtime_ns") == ref.source.mtime_ns
             and rec.get("output") == ref.output.as_posix()
+            and self._same_options(ref, rec)
             and (self.out_dir / ref.output).is_file()
         )
+
+    def _same_options(self, ref: PageRef, rec: dict[str, Any]) -> bool:
+        if self.pdf_options is None or ref.source.kind is not Kind.PDF:
+            return True
+        return {**PDF_OPTION_DEFAULTS, **rec.get("options", {})} == {**PDF_OPTION_DEFAULTS, **self.pdf_options}
 
     def attachments(self, ref: PageRef) -> list[str]:
         """Files an earlier run wrote beside this page's Markdown (relative to the output folder)."""
@@ -113,21 +192,26 @@ class Manifest:
             "source_mtime_ns": ref.source.mtime_ns if ref else None,
             "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
+        if ref is not None and ref.source.full_key is not None and rec["output"] is not None:
+            rec["shortened_from"] = page_output(ref.source.full_key, ref.source.multipage, ref.page).as_posix()
+        if ref is not None and ref.source.kind is Kind.PDF and self.pdf_options is not None:
+            rec["options"] = dict(self.pdf_options)
         if result.info:
             rec["info"] = result.info
         if result.attachments and result.status is not Status.FAILED:
             rec["attachments"] = [a.relpath.as_posix() for a in result.attachments]
         if result.status is Status.SKIPPED:
-            # A skip keeps what the earlier run measured, so the manifest stays the page's history.
+            # A skip keeps what the earlier run measured and found, so the manifest stays the page's history.
             earlier = self._get(rec["source"], rec["page"]) or {}
             rec["done_as"] = earlier.get("done_as") or earlier.get("status")
             rec["timings"] = earlier.get("timings", {})
-            if earlier.get("attachments"):
-                rec["attachments"] = earlier["attachments"]
-            if earlier.get("info"):  # how it was read, its confidence
-                rec["info"] = earlier["info"]
+            for kept in ("attachments", "info"):
+                if earlier.get(kept):
+                    rec[kept] = earlier[kept]
             rec["finished_at"] = earlier.get("finished_at", rec["finished_at"])
         self._append(rec)
+        if rec["output"] is not None:
+            self._hold(rec["source"], rec["output"], rec["finished_at"])
         return rec
 
     # -- documents (convert --join: pipeline/outputs.py) -------------------------------------------------
@@ -182,8 +266,9 @@ class Manifest:
         return fd
 
     def close(self) -> None:
-        """Rewrite the file with one line per page (the latest), atomically. When that cannot be done
-        (disk full), the appended file stays: whole lines, the latest record of a page last."""
+        """Rewrite the file with one line per page (the latest), atomically. When that cannot be done, the
+        appended file stays: whole lines, the latest record of a page last; a disk full, a read-only file
+        system and their kind (atomic.is_fatal) raise OutputWriteError then, other errors are a warning."""
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
@@ -204,6 +289,10 @@ class Manifest:
         except OSError as exc:
             if tmp is not None:
                 atomic.discard(tmp)
+            if atomic.is_fatal(exc):
+                raise OutputWriteError(f"cannot rewrite {self.path} at the end of the run: {exc.strerror or exc}; "
+                                       "it keeps whole lines, several for pages done more than once (pages done "
+                                       "are kept: fix it and rerun to continue)") from exc
             log.warning("cannot compact %s (%s); it keeps one line per page and run", self.path,
                         exc.strerror or exc)
 

@@ -48,6 +48,7 @@ class Source:
     mtime_ns: int
     page_count: int
     multipage: bool  # True: OUT/key/page-0001.md ...; False: OUT/key.md
+    full_key: PurePosixPath | None = None  # the key before it was shortened to fit the file system; None: not
 
     def output_for(self, page: int) -> PurePosixPath:
         """Relative Markdown path of 1-based `page`."""

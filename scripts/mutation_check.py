@@ -127,6 +127,12 @@ try:  # the layout stages' mutations live beside their tests
     TABLES["layout"] = LAYOUT
 except ImportError:
     pass
+try:  # the convert command's: scripts/mutations_convert.py
+    from mutations_convert import CONVERT  # type: ignore[import-not-found]
+
+    TABLES["convert"] = CONVERT
+except ImportError:
+    pass
 
 
 def copy_tree(dest: Path) -> None:

@@ -200,3 +200,144 @@ def test_a_poster_sized_pdf_page_is_rendered_within_a_pixel_budget(tmp_path):
         assert width * height <= pdfium.MAX_RENDER_PIXELS and width > 7000
     finally:
         handle.close()
+
+
+# -- output names keep their owner ------------------------------------------------------------------------
+
+def convert_fake(src: Path, out: Path, *extra: str) -> dict:
+    r = run_cli("convert", str(src), "-o", str(out), "--engine", "fake", "--json", *extra)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def assert_each_output_holds_its_own_source(out: Path) -> dict[str, str]:
+    """Every page the manifest lists as done is in its file, and that file holds that source's text (the fake
+    engine's Markdown starts with the source's name); returns {source name: output}."""
+    found = {}
+    for rec in manifest(out):
+        if rec["status"] != "failed":
+            name = Path(rec["source"]).name
+            assert (out / rec["output"]).read_text().startswith(f"# {name}, page {rec['page']}\n"), rec
+            found[name] = rec["output"]
+    return found
+
+
+def test_a_source_keeps_its_output_name_and_a_newcomer_gets_another(tmp_path):
+    docs, out = tmp_path / "docs", tmp_path / "md"
+    docs.mkdir()
+    draw_page("the png").save(docs / "report.png")
+    convert_fake(docs, out)
+    draw_page("the jpeg, added later").save(docs / "report.jpg")  # sorts first, yet report.md is taken
+    r = run_cli("convert", str(docs), "-o", str(out), "--engine", "fake", "--json")
+    summary = json.loads(r.stdout)
+    assert (summary["pages_skipped"], summary["pages_ok"]) == (1, 1)
+    assert summary["renamed"] == [{"source": str(docs / "report.jpg"), "output": "report.jpg"}]
+    assert "report.jpg" in r.stderr and "same output name" in r.stderr
+    assert assert_each_output_holds_its_own_source(out) == {"report.png": "report.md", "report.jpg": "report.jpg.md"}
+
+
+def test_a_file_moved_away_and_back_finds_its_own_text_where_it_left_it(tmp_path):
+    docs, away, out = tmp_path / "docs", tmp_path / "away", tmp_path / "md"
+    docs.mkdir()
+    away.mkdir()
+    draw_page("the jpeg").save(docs / "report.jpg")
+    draw_page("the png").save(docs / "report.png")
+    convert_fake(docs, out)
+    assert assert_each_output_holds_its_own_source(out) == {"report.jpg": "report.md", "report.png": "report.png.md"}
+    os.rename(docs / "report.jpg", away / "report.jpg")
+    assert convert_fake(docs, out)["pages_skipped"] == 1  # the png keeps its name: report.md is not its own
+    os.rename(away / "report.jpg", docs / "report.jpg")
+    assert convert_fake(docs, out)["pages_skipped"] == 2
+    assert assert_each_output_holds_its_own_source(out) == {"report.jpg": "report.md", "report.png": "report.png.md"}
+
+
+def test_a_symlink_pointed_elsewhere_and_back_finds_its_own_text(tmp_path):
+    store, docs, out = tmp_path / "store", tmp_path / "docs", tmp_path / "md"
+    store.mkdir()
+    docs.mkdir()
+    draw_page("scan a").save(store / "a.png")
+    draw_page("scan b").save(store / "b.png")
+    os.symlink(store / "a.png", docs / "scan.png")
+    convert_fake(docs, out)
+    os.unlink(docs / "scan.png")
+    os.symlink(store / "b.png", docs / "scan.png")
+    assert convert_fake(docs, out)["pages_ok"] == 1  # b is new here: a name of its own
+    os.unlink(docs / "scan.png")
+    os.symlink(store / "a.png", docs / "scan.png")
+    assert convert_fake(docs, out)["pages_skipped"] == 1
+    assert assert_each_output_holds_its_own_source(out) == {"a.png": "scan.md", "b.png": "scan.png.md"}
+
+
+def test_resume_redoes_a_page_whose_file_another_source_wrote_over(tmp_path):
+    """A manifest from an earlier version, which let a newcomer take a name: the jpg's record says report.md is
+    done, but the png wrote report.md after it. The jpg is redone under a name of its own."""
+    docs, out = tmp_path / "docs", tmp_path / "md"
+    docs.mkdir()
+    draw_page("the jpeg").save(docs / "report.jpg")
+    draw_page("the png").save(docs / "report.png")
+    convert_fake(docs, out)
+    recs = manifest(out)
+    for rec in recs:
+        if rec["source"].endswith("report.png"):
+            rec["output"], rec["finished_at"] = "report.md", "2999-01-01T00:00:00+0000"
+    (out / "manifest.jsonl").write_text("".join(json.dumps(rec) + "\n" for rec in recs))
+    (out / "report.png.md").rename(out / "report.md")
+    summary = convert_fake(docs, out)
+    assert (summary["pages_skipped"], summary["pages_ok"]) == (1, 1)
+    assert assert_each_output_holds_its_own_source(out) == {"report.png": "report.md", "report.jpg": "report.jpg.md"}
+
+
+# -- atomic writes -----------------------------------------------------------------------------------------
+
+def test_a_page_redone_replaces_its_file_whole_and_a_reader_keeps_the_old_one(docs, tmp_path):
+    out = tmp_path / "md"
+    convert_fake(docs, out)
+    old = (out / "a.md").read_bytes()
+    draw_page("first page, edited", size=(640, 800)).save(docs / "a.png")
+    with open(out / "a.md", "rb") as reader:  # opened before the rerun, read after it
+        assert convert_fake(docs, out)["pages_ok"] == 1
+        assert reader.read() == old  # the old file whole: the new one was written beside it, then renamed
+    new = (out / "a.md").read_bytes()
+    assert new != old and new.startswith(b"# a.png, page 1\n\nImage 640x800 px")
+    assert [p.name for p in out.rglob(".*")] == []
+
+
+# -- --json on every exit ----------------------------------------------------------------------------------
+
+def test_json_prints_a_summary_with_the_error_on_every_exit(docs, tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    import fcntl
+
+    fd = os.open(locked / ".ocrbatch.lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        cases = {
+            2: ["convert", str(docs), "-o", str(tmp_path / "o"), "--engine", "nope"],
+            4: ["convert", str(empty), "-o", str(tmp_path / "o"), "--engine", "fake"],
+            5: ["convert", str(docs), "-o", str(tmp_path / "o"), "--engine", "fake", "--devices", "7"],
+            6: ["convert", str(docs), "-o", str(locked), "--engine", "fake"],
+        }
+        for code, args in cases.items():
+            r = run_cli(*args, "--json")
+            assert r.returncode == code, r.stderr
+            summary = json.loads(r.stdout)
+            assert summary["exit_code"] == code and summary["pages"] == 0
+            assert summary["error"] and summary["error"] in r.stderr
+        r = run_cli("convert", str(docs), "--json")  # found by the option parser: -o is missing
+        assert r.returncode == 2
+        assert json.loads(r.stdout)["exit_code"] == 2 and "--output" in json.loads(r.stdout)["error"]
+    finally:
+        os.close(fd)
+    ok = json.loads(run_cli("convert", str(docs), "-o", str(tmp_path / "o"), "--engine", "fake", "--json").stdout)
+    assert (ok["exit_code"], ok["error"]) == (0, None)
+
+
+def test_bench_without_torch_says_what_to_install(tmp_path):
+    code = ("import sys; sys.modules['torch'] = None; sys.argv = ['ocrbatch', 'bench', '--arch', 'tiny']; "
+            "from ocrbatch.cli import main; main()")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 5, r.stderr
+    assert "needs torch" in r.stderr and "pip install" in r.stderr and "Traceback" not in r.stderr

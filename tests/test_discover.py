@@ -114,3 +114,25 @@ def test_bad_page_selection_is_a_usage_error(text):
 
 def test_page_selection_past_the_end_is_clipped():
     assert PageSelection.parse("2-4,9-").select(5) == [2, 3, 4]
+
+
+def test_a_page_selection_that_names_none_of_a_files_pages_says_so_per_file(tmp_path):
+    save_pdf(tmp_path / "ten.pdf", [draw_page(f"page {i}") for i in range(1, 11)])
+    out = tmp_path / "md"
+    r = run_cli("convert", str(tmp_path / "ten.pdf"), "-o", str(out), "--engine", "fake", "--pages", "15")
+    assert r.returncode == 3, r.stderr
+    (line,) = [line for line in r.stderr.splitlines() if "ten.pdf" in line]
+    assert "--pages 15 selects none of its 10 pages" in line
+    assert [(rec["page"], rec["status"]) for rec in manifest(out)] == [(None, "failed")]
+
+    images = tmp_path / "images"
+    images.mkdir()
+    draw_page("one").save(images / "one.png")
+    draw_page("two").save(images / "two.png")
+    save_pdf(images / "three.pdf", [draw_page(f"page {i}") for i in range(1, 4)])
+    r = run_cli("convert", str(images), "-o", str(tmp_path / "md2"), "--engine", "fake", "--pages", "2-3")
+    assert r.returncode == 3, r.stderr
+    assert outputs(tmp_path / "md2") == ["three/page-0002.md", "three/page-0003.md"]
+    for name in ("one.png", "two.png"):
+        (line,) = [line for line in r.stderr.splitlines() if name in line]
+        assert line.endswith(f"{name}: --pages 2-3 selects none of its 1 page")

@@ -233,3 +233,28 @@ def test_text_layer_pages_leave_furniture_out_unless_kept_and_resume_tells_them_
     r = run_cli("convert", str(pdf), "-o", str(kept), "--engine", "fake", env={"OCRBATCH_KEEP_FURNITURE": "1"})
     assert r.returncode == 0, r.stderr
     assert "Page 1 of 2" in (kept / "report" / "page-0001.md").read_text()
+
+
+def test_resume_keeps_the_info_of_a_skipped_page_and_redoes_pages_for_another_text_layer_or_dpi(
+        born_digital: Path, tmp_path: Path):
+    from PIL import Image
+
+    scan = born_digital.parent / "scan.png"
+    Image.new("RGB", (200, 100), "white").save(scan)
+    out = tmp_path / "out"
+
+    def convert(**options) -> dict[str, dict]:
+        run(RunConfig(inputs=(str(born_digital.parent),), output=out, engine="fake", **options))
+        return {Path(r["source"]).name: r for r in map(json.loads, (out / "manifest.jsonl").read_text().splitlines())}
+
+    assert convert()["article.pdf"]["info"]["path"] == "text-layer"
+    again = convert()
+    assert again["article.pdf"]["status"] == "skipped"
+    assert again["article.pdf"]["info"]["path"] == "text-layer"  # what the page was read from, still said
+    off = convert(text_layer="off")
+    assert off["article.pdf"]["status"] == "ok"  # redone by the engine, not skipped as done
+    assert off["article.pdf"].get("info", {}).get("path") != "text-layer"
+    assert off["scan.png"]["status"] == "skipped"  # no text layer to read: the same either way
+    finer = convert(text_layer="off", dpi=200)
+    assert (finer["article.pdf"]["status"], finer["scan.png"]["status"]) == ("ok", "skipped")
+    assert convert(text_layer="off", dpi=200)["article.pdf"]["status"] == "skipped"

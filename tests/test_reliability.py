@@ -348,3 +348,230 @@ def test_the_first_ctrl_c_stops_a_run_whose_engine_never_returns(good, tmp_path)
     _, err = proc.communicate(timeout=120)  # waits out the grace period, then leaves the stuck batch
     assert proc.returncode == 130, err
     assert "ocrbatch: finished " in err and "stopped by SIGINT" in err
+
+
+# -- long names --------------------------------------------------------------------------------------------
+
+def test_an_output_name_as_long_as_the_file_system_allows_is_written(good, tmp_path):
+    name = "n" * 251 + ".png"  # 255 bytes; its Markdown's name is 254
+    draw_page("a long name").save(good / name)
+    out = tmp_path / "out"
+    r = run_cli("convert", str(good), "-o", str(out), "--engine", "fake")
+    assert r.returncode == 0, r.stderr
+    assert (out / ("n" * 251 + ".md")).read_text().startswith(f"# {name}, page 1")
+    assert leftovers(out) == []
+
+
+def test_a_name_too_long_for_the_file_system_is_shortened_with_a_hash_and_the_manifest_says_so(good, tmp_path):
+    name = "é" * 127 + "s"  # 255 bytes, no extension (the kind comes from the bytes): NAME.md would be 258
+    draw_page("a longer name").save(good / name, format="PNG")
+    out = tmp_path / "out"
+    r = run_cli("convert", str(good), "-o", str(out), "--engine", "fake")
+    assert r.returncode == 0, r.stderr
+    (line,) = lines_naming(r.stderr, "longer than the file system allows")
+    rec = next(x for x in manifest(out) if x["source"].endswith(name))
+    written = out / rec["output"]
+    assert rec["shortened_from"] == name + ".md"
+    assert len(os.fsencode(written.name)) <= 255 and written.name.startswith("é" * 100)
+    assert written.read_text().startswith(f"# {name}, page 1") and written.name in line
+    again = run_cli("convert", str(good), "-o", str(out), "--engine", "fake", "--json")
+    assert json.loads(again.stdout)["pages_skipped"] == 3  # the same short name: resume finds it
+
+
+# -- a manifest edited by hand -----------------------------------------------------------------------------
+
+def test_a_record_with_a_field_of_the_wrong_type_is_ignored_with_a_warning(good, tmp_path):
+    out = tmp_path / "out"
+    assert run_cli("convert", str(good), "-o", str(out), "--engine", "fake").returncode == 0
+    recs = manifest(out)
+    recs[1]["page"] = "1"  # a page number in quotes
+    (out / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    redone = Path(recs[1]["source"]).name
+    r = run_cli("convert", str(good), "-o", str(out), "--engine", "fake")
+    assert r.returncode == 0, r.stderr
+    assert lines_naming(r.stderr, "wrong type")
+    recs = assert_whole_json_lines(out / "manifest.jsonl")
+    assert {Path(x["source"]).name: (x["page"], x["status"]) for x in recs} == \
+        {"good1.png": (1, "skipped"), "good2.png": (1, "skipped"), redone: (1, "ok")}
+    again = run_cli("convert", str(good), "-o", str(out), "--engine", "fake")
+    assert again.returncode == 0 and not lines_naming(again.stderr, "wrong type")
+
+
+# -- folders that cannot be read, links to nothing ---------------------------------------------------------
+
+def _without_file_permission_override() -> None:
+    """preexec_fn: the process reads as any user does, even as root (it gives up CAP_DAC_OVERRIDE and
+    CAP_DAC_READ_SEARCH for the program it runs), so that a folder with mode 000 cannot be read."""
+    if os.geteuid() != 0:
+        return
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in (1, 2):  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH
+        if libc.prctl(24, cap, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
+            raise OSError(ctypes.get_errno(), "cannot drop a capability")
+
+
+@pytest.fixture
+def locked_folder(tmp_path):
+    """A folder holding a page, with mode 000; skipped where even then it can be read."""
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    draw_page("behind a lock").save(locked / "inside.png")
+    locked.chmod(0)
+    try:
+        probe = subprocess.run([sys.executable, "-c", f"import os; os.listdir({str(locked)!r})"],
+                               preexec_fn=_without_file_permission_override, capture_output=True, text=True)
+    except subprocess.SubprocessError:
+        probe = None
+    if probe is None or probe.returncode == 0:
+        locked.chmod(0o755)
+        pytest.skip("cannot make a folder unreadable here")
+    yield locked
+    if locked.exists():
+        locked.chmod(0o755)
+
+
+def _convert_unprivileged(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ocrbatch", "convert", *args, "--engine", "fake"],
+                          preexec_fn=_without_file_permission_override, capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("where", ["argument", "walk"])
+def test_a_folder_that_cannot_be_read_is_a_failed_input(good, tmp_path, locked_folder, where):
+    if where == "walk":
+        inside = good / "sub"
+        locked_folder.rename(inside)
+        args = [str(good)]
+    else:
+        inside = locked_folder
+        args = [str(good), str(locked_folder)]
+    out = tmp_path / "out"
+    try:
+        r = _convert_unprivileged(*args, "-o", str(out))
+    finally:
+        inside.chmod(0o755)
+    assert r.returncode == 3, r.stderr
+    (line,) = lines_naming(r.stderr, str(inside))
+    assert "cannot read the folder" in line and "Permission denied" in line
+    assert statuses(out) == {"good1.png": "ok", "good2.png": "ok", inside.name: "failed"}
+
+
+def test_a_dangling_symlink_in_a_walk_is_a_failed_input(good, tmp_path):
+    os.symlink(tmp_path / "moved-away.png", good / "scan.png")
+    os.symlink(tmp_path / "notes.txt", good / "notes")  # not named like a document: not one
+    out = tmp_path / "out"
+    r = run_cli("convert", str(good), "-o", str(out), "--engine", "fake")
+    assert r.returncode == 3, r.stderr
+    (line,) = lines_naming(r.stderr, "scan.png")
+    assert "dangling symlink" in line and "moved-away.png" in line
+    assert not lines_naming(r.stderr, "notes")
+    assert statuses(out) == {"good1.png": "ok", "good2.png": "ok", "scan.png": "failed"}
+
+
+# -- a read-only output, a disk that fills at the very end -------------------------------------------------
+
+def _in_tmpfs(tmp_path: Path, size_kb: int, script: str) -> subprocess.CompletedProcess:
+    """Run the shell `script` with a real tmpfs of `size_kb` mounted at $MNT (a mount namespace of its own:
+    gone when the script ends, so the script copies out what the test looks at); skipped where that cannot be."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    probe = subprocess.run(["unshare", "-rm", "sh", "-c", f"mount -t tmpfs -o size=64k tmpfs {mnt}"],
+                           capture_output=True, text=True) if _has("unshare") else None
+    if probe is None or probe.returncode != 0:
+        pytest.skip("cannot mount a tmpfs in a namespace here")
+    env = {**os.environ, "MNT": str(mnt), "PY": sys.executable,
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run(["unshare", "-rm", "sh", "-c",
+                           f"set -e; mount -t tmpfs -o size={size_kb}k tmpfs \"$MNT\"; {script}"],
+                          capture_output=True, text=True, env=env, timeout=300)
+
+
+def _has(program: str) -> bool:
+    import shutil
+
+    return shutil.which(program) is not None
+
+
+def test_a_read_only_output_is_exit_7(good, tmp_path):
+    r = _in_tmpfs(tmp_path, 1024, f"""
+        mkdir "$MNT/out"; mount -o remount,ro "$MNT"
+        "$PY" -m ocrbatch convert {good} -o "$MNT/out" --engine fake --json && echo "exit 0" || echo "exit $?"
+        "$PY" -m ocrbatch convert {good} -o "$MNT/new" --engine fake || echo "exit $?"
+    """)
+    exits = [line for line in r.stdout.splitlines() if line.startswith("exit ")]
+    assert exits == ["exit 7", "exit 7"], r.stdout + r.stderr
+    assert json.loads(r.stdout[:r.stdout.index("exit ")])["error"].endswith("Read-only file system")
+    assert len(lines_naming(r.stderr, "Read-only file system")) == 2 and "Traceback" not in r.stderr
+
+
+def test_a_disk_that_fills_during_the_final_manifest_rewrite_is_exit_7_and_keeps_whole_lines(good, tmp_path):
+    out, kept = tmp_path / "out", tmp_path / "kept"
+    assert run_cli("convert", str(good / "good1.png"), "-o", str(out), "--engine", "fake").returncode == 0
+    (record,) = manifest(out)
+    with open(out / "manifest.jsonl", "a") as fh:  # pages of files converted long ago: a large manifest
+        for i in range(2000):
+            fh.write(json.dumps({**record, "source": f"/archive/{i:05d}.png", "output": f"old/{i:05d}.md"}) + "\n")
+    # The output on a disk with about 64 KB left: enough for a page and its record, not for the rewrite.
+    r = _in_tmpfs(tmp_path, 4096, f"""
+        cp -a {out} "$MNT/out"
+        "$PY" -c "
+import os
+with open(os.environ['MNT'] + '/filler', 'wb') as fh:
+    try:
+        while True:
+            fh.write(bytes(65536)); fh.flush()
+    except OSError:
+        pass
+    fh.truncate(max(0, fh.tell() - 65536))"
+        "$PY" -m ocrbatch convert {good} -o "$MNT/out" --engine fake --json > {tmp_path}/summary.json || echo "exit $?"
+        cp -a "$MNT/out" {kept}
+    """)
+    assert "exit 7" in r.stdout, r.stdout + r.stderr
+    (line,) = lines_naming(r.stderr, "No space left on device")
+    assert "manifest.jsonl" in line and "Traceback" not in r.stderr
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert (summary["exit_code"], summary["pages_ok"], summary["pages_skipped"]) == (7, 1, 1)
+    recs = assert_whole_json_lines(kept / "manifest.jsonl")  # as appended: whole lines, the new page's too
+    assert len(recs) == 2001 + 2
+    assert {Path(x["source"]).name: x["status"] for x in recs[-2:]} == {"good1.png": "skipped", "good2.png": "ok"}
+    assert (kept / "good2.md").is_file() and leftovers(kept) == []
+
+
+# -- stdin that trickles, signals that come early ----------------------------------------------------------
+
+def test_paths_on_stdin_are_converted_as_they_arrive_and_sigterm_ends_the_wait(good, tmp_path):
+    out, err = tmp_path / "out", tmp_path / "stderr"
+    with open(err, "w") as errors:
+        proc = subprocess.Popen([sys.executable, "-m", "ocrbatch", "convert", "-", "-o", str(out), "--engine", "fake"],
+                                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=errors)
+        try:
+            proc.stdin.write(f"{good / 'good1.png'}\n".encode())
+            proc.stdin.flush()  # and the pipe stays open, as `inotifywait -m` keeps it
+            deadline = time.monotonic() + 120  # a bound against a hang, not a timing
+            while not (out / "good1.md").exists():
+                assert proc.poll() is None and time.monotonic() < deadline, err.read_text()
+                time.sleep(0.05)
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=120) == 143, err.read_text()
+        finally:
+            proc.kill()
+            proc.stdin.close()
+    text = err.read_text()
+    assert "stopped by SIGTERM" in text and "ocrbatch: finished " in text
+    assert not lines_naming(text, "did not finish")  # it did not wait out the grace period for stdin
+    assert statuses(out) == {"good1.png": "ok"}
+
+
+def test_a_sigterm_that_comes_before_the_run_starts_ends_it_with_a_summary(good, tmp_path):
+    def pending_sigterm() -> None:  # blocked, then sent: it waits for the moment the handler is there
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    metrics = tmp_path / "m.prom"
+    r = subprocess.run([sys.executable, "-m", "ocrbatch", "convert", str(good), "-o", str(tmp_path / "out"),
+                        "--engine", "fake", "--metrics-file", str(metrics), "--json"],
+                       preexec_fn=pending_sigterm, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 143, r.stderr
+    assert "stopped by SIGTERM" in r.stderr and json.loads(r.stdout)["exit_code"] == 143
+    assert "ocrbatch_exit_code 143" in metrics.read_text()

@@ -4,7 +4,7 @@ Discovery hands pages to the decoders through a bounded queue: it stays a few hu
 the total is known only when it reaches the last file. The counter walks the same inputs on a thread of its
 own and counts each file's pages the way discovery probes them (a PDF's page count from its page tree, under
 the PDFium lock; a TIFF's, GIF's or WebP's frames; one for any other image), rendering nothing. A file that
-cannot be read counts one, as it will have one failed record. Paths read from stdin cannot be read twice:
+cannot be read, or of which --pages selects nothing, counts one, as it will have one failed record. Paths read from stdin cannot be read twice:
 with `-` among the inputs the total stays open until discovery ends.
 """
 
@@ -61,7 +61,8 @@ class PageCounter:
                     continue
                 try:
                     _, count, _ = discover.probe(cand)
-                    n += len(self.pages.select(count)) if self.pages else count
+                    # a selection that names none of its pages fails the file: one record
+                    n += (len(self.pages.select(count)) or 1) if self.pages else count
                 except Exception:  # noqa: BLE001 - discovery records it as one failed file
                     n += 1
         except Exception:  # noqa: BLE001 - a count is a nicety: without it the total comes with discovery

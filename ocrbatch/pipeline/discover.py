@@ -1,12 +1,13 @@
 """Inputs → sources and page refs.
 
 Inputs are files, folders (walked recursively in sorted order, hidden entries skipped, symlink loops
-cut) or `-` for a list of paths on stdin. A file's kind comes from its first bytes, not its name.
-Every source gets an output key relative to its input root; two sources that would write the same
-file are told apart, and the user is told.
+cut) or `-` for a list of paths on stdin, each taken as it arrives. A file's kind comes from its first bytes,
+not its name. Every source gets an output key relative to its input root (names.py: told apart from other
+sources', now and in earlier runs; shortened when too long for the file system), and the user is told.
 
 Every step for one file (its name, stat, open, sniff, frame count) fails that file alone, as a failed
-record with a one-line reason. Special files (FIFOs, devices, sockets) are refused from `stat`, never opened
+record with a one-line reason; so does a folder that cannot be read and, in a walk, a link to nothing
+that is named like a document. Special files (FIFOs, devices, sockets) are refused from `stat`, never opened
 (opening a FIFO waits for a writer forever). Names are carried as the OS gives them: bytes that are not
 UTF-8 ride along as surrogate escapes (`os.fsdecode`), so the output and the manifest name the same file.
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import select
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -26,6 +28,7 @@ from ..config import PageSelection
 from ..errors import DecodeError, error_line
 from ..images import MULTIFRAME, frame_count, open_image
 from ..records import Kind, PageRef, PageResult, Source, Status, page_output
+from .names import NAME_MAX, KeyClaims, NameBook, natural_key
 from .queue import ClosableQueue
 
 log = logging.getLogger("ocrbatch")
@@ -78,18 +81,55 @@ class Discovery:
     pages: int = 0
     missing_inputs: list[str] = field(default_factory=list)
     renamed: list[tuple[str, str]] = field(default_factory=list)  # (source, new output key)
+    shortened: list[tuple[str, str]] = field(default_factory=list)  # (source, output key cut to fit)
 
 
-def read_path_list(stream: IO[str], null_separated: bool) -> list[str]:
-    """Paths listed on `stream`, read as bytes when it has them so that any name survives (os.fsdecode)."""
-    raw = getattr(stream, "buffer", None)
-    if raw is not None:
-        data = raw.read()
-        parts = data.split(b"\0") if null_separated else [p.rstrip(b"\r") for p in data.split(b"\n")]
-        return [os.fsdecode(p) for p in parts if p.strip()]
-    text = stream.read()
-    parts = text.split("\0") if null_separated else text.splitlines()
-    return [p for p in parts if p.strip()]
+def read_path_list(stream: IO[str], null_separated: bool,
+                   stopped: Callable[[], bool] = lambda: False) -> Iterator[str]:
+    """Paths listed on `stream`, each as soon as its line (or NUL) has arrived; read as bytes when the stream
+    has a file descriptor, so that any name survives (os.fsdecode). Ends early once `stopped()` (checked while
+    waiting, every POLL_S)."""
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):  # an in-memory stream (tests, the Python API)
+        text = stream.read()
+        parts = text.split("\0") if null_separated else text.splitlines()
+        yield from (p for p in parts if p.strip())
+        return
+    sep = b"\0" if null_separated else b"\n"
+    pending = b""
+    while True:
+        if not _readable(fd, stopped):
+            return
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        *lines, pending = (pending + chunk).split(sep)
+        yield from _names_in(lines, null_separated)
+    yield from _names_in([pending], null_separated)
+
+
+POLL_S = 0.2  # how often a wait for more paths on stdin looks whether the run is stopping
+
+
+def _readable(fd: int, stopped: Callable[[], bool]) -> bool:
+    """Wait until `fd` has data or is at its end; False when `stopped()` first."""
+    while not stopped():
+        try:
+            ready, _, _ = select.select([fd], [], [], POLL_S)
+        except (OSError, ValueError):  # not a selectable descriptor: a plain blocking read
+            return True
+        if ready:
+            return True
+    return False
+
+
+def _names_in(parts: list[bytes], null_separated: bool) -> Iterator[str]:
+    for part in parts:
+        if not null_separated:
+            part = part.rstrip(b"\r")
+        if part.strip():
+            yield os.fsdecode(part)
 
 
 def printable(name: str) -> str:
@@ -127,13 +167,14 @@ def _rel_to_cwd(path: Path) -> PurePosixPath:
 
 
 def iter_candidates(inputs: Iterable[str], stdin: IO[str] | None, null_separated: bool,
-                    skip_dirs: Iterable[Path], found: Discovery) -> Iterator[Candidate | PageResult]:
+                    skip_dirs: Iterable[Path], found: Discovery,
+                    stopped: Callable[[], bool] = lambda: False) -> Iterator[Candidate | PageResult]:
     """Candidates, or a failed result for an input that cannot be one (the run goes on)."""
     skip = {p.resolve() for p in skip_dirs}
     seen: set[Path] = set()
     for raw in inputs:
         if raw == "-":
-            listed = read_path_list(stdin, null_separated) if stdin is not None else []
+            listed = read_path_list(stdin, null_separated, stopped) if stdin is not None else []
             for line in listed:
                 yield from _expand_safely(line, True, seen, skip, found)
         else:
@@ -183,7 +224,9 @@ def _expand(path: Path, display: str, listed: bool, seen: set[Path], skip: set[P
 def _walk(top: Path, base: PurePosixPath, seen: set[Path],
           skip: set[Path]) -> Iterator[Candidate | PageResult]:
     visited_dirs: set[tuple[int, int]] = set()
-    for dirpath, dirnames, filenames in os.walk(top, followlinks=True):
+    unreadable: list[OSError] = []  # folders os.walk could not list (it goes on without them)
+    for dirpath, dirnames, filenames in os.walk(top, followlinks=True, onerror=unreadable.append):
+        yield from _unreadable_folders(unreadable, seen)
         try:
             st = os.stat(dirpath)
         except OSError:
@@ -218,17 +261,48 @@ def _walk(top: Path, base: PurePosixPath, seen: set[Path],
                         if sniff(fh.read(1024)) is None:
                             continue  # not a document: ignore quietly
             except (OSError, RuntimeError) as exc:
-                if full.suffix.lower() in DOC_SUFFIXES and (
-                        isinstance(exc, RuntimeError) or exc.errno in (errno.ELOOP, errno.EACCES, errno.EIO)):
-                    why = _stat_error(exc) if isinstance(exc, OSError) else "symlink loop"
-                    where = Path(os.path.abspath(full))
-                    if where not in seen:
-                        seen.add(where)
-                        yield PageResult.failed_file(where, printable(str(full)), why)
-                continue  # a dangling link, a file gone meanwhile: not there
+                why = _walk_error(full, exc)
+                where = Path(os.path.abspath(full))
+                if why is not None and where not in seen:
+                    seen.add(where)
+                    yield PageResult.failed_file(where, printable(str(full)), why)
+                continue
             seen.add(resolved)
             rel = base / PurePosixPath(full.relative_to(top).as_posix())
             yield Candidate(resolved, printable(str(full)), rel)
+    yield from _unreadable_folders(unreadable, seen)
+
+
+def _unreadable_folders(errors: list[OSError], seen: set[Path]) -> Iterator[PageResult]:
+    """A failed record for each folder a walk could not list (one gone meanwhile is not there: no record)."""
+    while errors:
+        exc = errors.pop(0)
+        name = os.fsdecode(exc.filename) if exc.filename is not None else "?"
+        where = Path(os.path.abspath(name))
+        if isinstance(exc, FileNotFoundError) or where in seen:
+            continue
+        seen.add(where)
+        yield PageResult.failed_file(where, printable(name), f"cannot read the folder: {exc.strerror or exc}")
+
+
+def _walk_error(full: Path, exc: BaseException) -> str | None:
+    """Why a file met in a walk is a failed input, or None when it is not there after all (gone meanwhile, or
+    a link to nothing not named like a document). Unreadable files count when named like a document."""
+    if isinstance(exc, FileNotFoundError):
+        try:
+            target = os.readlink(full)
+        except OSError:
+            return None  # gone meanwhile
+        if full.suffix.lower() in DOC_SUFFIXES or Path(target).suffix.lower() in DOC_SUFFIXES:
+            return f"dangling symlink: it points to {printable(target)}, which does not exist"
+        return None
+    if full.suffix.lower() not in DOC_SUFFIXES:
+        return None
+    if isinstance(exc, RuntimeError):
+        return "symlink loop"
+    if isinstance(exc, OSError) and exc.errno in (errno.ELOOP, errno.EACCES, errno.EIO):
+        return _stat_error(exc)
+    return None
 
 
 def _probe(cand: Candidate) -> tuple[Kind, int, os.stat_result]:
@@ -267,47 +341,32 @@ def _probe(cand: Candidate) -> tuple[Kind, int, os.stat_result]:
 probe = _probe  # the Python API probes what it is given the same way
 
 
-class KeyClaims:
-    """Output keys taken so far; case-insensitive, since some file systems are."""
-
-    def __init__(self) -> None:
-        self._taken: set[str] = set()
-
-    def claim(self, cand: Candidate, kind: Kind, multipage: bool, page_count: int,
-              found: Discovery) -> PurePosixPath:
-        rel = cand.rel
-        stem = rel.with_suffix("") if rel.suffix else rel
-        options = [stem, stem.with_name(rel.name)] + [stem.with_name(f"{stem.name}-{i}") for i in range(2, 1000)]
-        for n, key in enumerate(options):
-            names = self._names(key, multipage, page_count)
-            if not names & self._taken:
-                self._taken |= names
-                if n:
-                    found.renamed.append((cand.display, key.as_posix()))
-                return key
-        raise DecodeError("too many inputs map to the same output name")
-
-    @staticmethod
-    def _names(key: PurePosixPath, multipage: bool, page_count: int) -> set[str]:
-        names = {"stem:" + key.as_posix().casefold()}
-        names |= {page_output(key, multipage, p).as_posix().casefold() for p in range(1, page_count + 1)}
-        return names
+def _selection_text(pages: PageSelection) -> str:
+    return ",".join(str(a) if a == b else f"{a}-{b or ''}" for a, b in pages.ranges)
 
 
 def discover(inputs: Iterable[str], *, stdin: IO[str] | None, null_separated: bool,
              pages: PageSelection | None, skip_dirs: Iterable[Path], found: Discovery,
              is_done: Callable[[PageRef], bool], force: bool,
-             emit_page: Callable[[PageRef], None], emit_result: Callable[[PageResult], None]) -> None:
-    """Walk the inputs; hand each page to `emit_page`, or a skip/failure record to `emit_result`."""
-    claims = KeyClaims()
-    for cand in iter_candidates(inputs, stdin, null_separated, skip_dirs, found):
+             emit_page: Callable[[PageRef], None], emit_result: Callable[[PageResult], None],
+             names: NameBook | None = None, name_max: int = NAME_MAX,
+             stopped: Callable[[], bool] = lambda: False) -> None:
+    """Walk the inputs; hand each page to `emit_page`, or a skip/failure record to `emit_result`. `names`: the
+    output names earlier runs gave; `stopped`: the run takes no more pages (stop waiting for stdin)."""
+    claims = KeyClaims(names, name_max)
+    for cand in iter_candidates(inputs, stdin, null_separated, skip_dirs, found, stopped):
         if isinstance(cand, PageResult):
             emit_result(cand)
             continue
         try:
             kind, count, st = _probe(cand)
             multipage = kind is Kind.PDF or (kind in MULTIFRAME and count > 1)
-            key = claims.claim(cand, kind, multipage, count, found)
+            selected = pages.select(count) if pages else list(range(1, count + 1))
+            if not selected:
+                raise DecodeError(f"--pages {_selection_text(pages)} selects none of its {count} "
+                                  f"page{'s' if count > 1 else ''}")
+            key, full_key = claims.claim(cand.rel, str(cand.path), multipage, count)
+            _tell_renamed(cand.display, cand.rel, key, full_key, multipage, claims.name_max, found)
         except DecodeError as exc:
             emit_result(PageResult.failed_file(cand.path, cand.display, str(exc)))
             continue
@@ -315,9 +374,9 @@ def discover(inputs: Iterable[str], *, stdin: IO[str] | None, null_separated: bo
             log.debug("probing %s failed", cand.display, exc_info=True)
             emit_result(PageResult.failed_file(cand.path, cand.display, f"cannot read: {error_line(exc)}"))
             continue
-        source = Source(cand.path, cand.display, kind, key, st.st_size, st.st_mtime_ns, count, multipage)
+        source = Source(cand.path, cand.display, kind, key, st.st_size, st.st_mtime_ns, count, multipage,
+                        full_key)
         found.sources += 1
-        selected = pages.select(count) if pages else list(range(1, count + 1))
         for page in selected:
             ref = PageRef(source, page)
             found.pages += 1
@@ -327,11 +386,22 @@ def discover(inputs: Iterable[str], *, stdin: IO[str] | None, null_separated: bo
                 emit_page(ref)
 
 
+def _tell_renamed(display: str, rel: PurePosixPath, key: PurePosixPath, full_key: PurePosixPath | None,
+                  multipage: bool, name_max: int, found: Discovery) -> None:
+    """Note a key other than the source's own name (the summary warns), and a shortened one (a warning now)."""
+    if (full_key or key) != natural_key(rel):
+        found.renamed.append((display, key.as_posix()))
+    if full_key is not None:
+        found.shortened.append((display, key.as_posix()))
+        log.warning("%s: its output name would be longer than the file system allows (%d bytes); written as %s",
+                    display, name_max, page_output(key, multipage, 1))
+
+
 def run(inputs: Iterable[str], refs: ClosableQueue[PageRef], results: ClosableQueue[PageResult], **how) -> None:
     """The discover stage: pages to `refs`, skips and failed files to `results` (`how`: discover's options);
-    closes both when done."""
+    closes both when done, or soon after `refs` is aborted (the run stopping) even while waiting on stdin."""
     try:
-        discover(inputs, emit_page=refs.put, emit_result=results.put, **how)
+        discover(inputs, emit_page=refs.put, emit_result=results.put, stopped=lambda: refs.closed, **how)
     finally:
         refs.close()
         results.close()

@@ -11,7 +11,9 @@ bulk lane and come back through its RunReply (lanes.py). With `--ray`, remote.py
 from __future__ import annotations
 
 import logging
+import os
 import time
+from pathlib import Path
 from typing import IO, Any, Callable
 
 from ..config import RunConfig
@@ -19,7 +21,7 @@ from ..errors import Interrupted, NoInputsError, OcrbatchError, OutputWriteError
 from ..manifest import Manifest
 from ..memory import return_large_buffers_to_os
 from ..records import PageRef, PageResult, Status
-from . import count, decode, discover, remote, signals, write
+from . import count, decode, discover, names, remote, signals, write
 from .lanes import RunReply
 from .ledger import LedgerQueue, PageLedger
 from .lock import OutputLock
@@ -37,7 +39,8 @@ class _Run:
         self.front, self.lanes, self.devices = service.front, service.lanes, service.devices
         # furniture kept or not changes text-layer pages whatever the engine: resume never mixes the two
         ident = self.front.identity() + ("+furniture" if config.engine_options.keep_furniture else "")
-        self.manifest = Manifest(self.out, ident)
+        # --dpi and --text-layer change what a PDF page becomes: resume compares them too
+        self.manifest = Manifest(self.out, ident, pdf_options={"dpi": config.dpi, "text_layer": config.text_layer})
         self.outputs = Outputs(self.out, self.manifest, ident, formats=config.formats, join=config.join,
                                review_below=config.review_below, pages=config.pages, dpi=config.dpi,
                                follow=follow.written if follow is not None else None)
@@ -65,7 +68,8 @@ class _Run:
             refs, results = _Seen(refs, self.follow.found), _Seen(results, self.follow.found)
         discover.run(self.config.inputs, refs, results, stdin=self.stdin, found=self.found,
                      null_separated=self.config.null_separated, pages=self.config.pages, skip_dirs=[self.out],
-                     is_done=self._is_done, force=self.config.force)
+                     is_done=self._is_done, force=self.config.force, names=self.manifest,
+                     name_max=_name_max(self.out))
 
     def _is_done(self, ref: PageRef) -> bool:
         return self.manifest.is_done(ref) and self.outputs.still_done(ref)
@@ -134,8 +138,11 @@ class _Run:
                 self.devices.watchers.remove(self.stats)
             self.counter.stop()
             self.close_out()
-            self.manifest.close()
             self.pdfs.close()
+            try:
+                self.manifest.close()
+            except OutputWriteError as exc:  # its rewrite at the end: a full disk then is exit 7 too
+                self.stopping = self.stopping or exc
         if self.crash is not None:
             raise self.crash
         return self._summary()
@@ -154,6 +161,9 @@ class _Run:
                         "to stop at once)", why.signal_name, signals.GRACE_S)
             self.stop(why=why, grace_s=signals.GRACE_S)
         elif self.stopping is not None and not self.aborted and time.monotonic() > self.deadline:
+            if isinstance(self.stopping, Interrupted):
+                log.warning("the pages in progress did not finish within %.0f s; they are recorded as cancelled "
+                            "(a rerun redoes them)", signals.GRACE_S)
             self.stop()
 
     def stop(self, crash: BaseException | None = None, why: OcrbatchError | None = None, grace_s: float = 0) -> None:
@@ -206,6 +216,14 @@ class _Seen:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._queue, name)
+
+
+def _name_max(folder: Path) -> int:
+    """The longest file name (bytes) the file system of `folder` takes."""
+    try:
+        return int(os.pathconf(folder, "PC_NAME_MAX"))
+    except (OSError, ValueError, AttributeError):
+        return names.NAME_MAX
 
 
 def run(config: RunConfig, *, stdin: IO[str] | None = None, watch: Watch | None = None,

@@ -1,5 +1,6 @@
 """SIGINT and SIGTERM during a run: the first asks the run to stop, a second exits at once.
 
+    install()                          # first thing in `ocrbatch convert`: a signal from now on is kept
     with catch_stop_signals():
         summary = run(config)          # the orchestrator polls requested() and stops taking pages
 
@@ -7,6 +8,10 @@ A first signal only records the request (a handler must not do more); the orches
 second, stops taking pages, lets the batches in progress finish for up to GRACE_S seconds and writes their
 results, then ends with a summary and exit code 130 (SIGINT) or 143 (SIGTERM). A second signal removes the
 temporary file being written, if any, and exits at once with the same code: no file is left half written.
+
+The command line installs the handler (`install`) before anything else, so a signal that comes while it
+starts (imports, loading) is kept and the run, when it starts, stops at once with its summary. Signals a parent
+left blocked are unblocked then: one that came meanwhile is kept the same way.
 """
 
 from __future__ import annotations
@@ -46,14 +51,34 @@ def _handle(signum: int, _frame: object) -> None:
     os._exit(int(_requested.exit_code))
 
 
+def install() -> bool:
+    """Handle SIGINT and SIGTERM as stop requests from now on, for the rest of the process, and unblock them
+    (main thread only: False elsewhere). A request made before a run is kept for it (catch_stop_signals)."""
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    for s in _NAMES:
+        signal.signal(s, _handle)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, set(_NAMES))
+    return True
+
+
+def _installed() -> bool:
+    return all(signal.getsignal(s) is _handle for s in _NAMES)
+
+
 @contextlib.contextmanager
 def catch_stop_signals() -> Iterator[None]:
-    """Handle SIGINT and SIGTERM as stop requests for the duration (main thread only; elsewhere a no-op)."""
+    """Handle SIGINT and SIGTERM as stop requests for the duration (main thread only; elsewhere a no-op). When
+    `install` came first, a request already made is kept, and the handler stays afterwards."""
     global _requested
-    _requested = None
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    if _installed():
+        yield
+        return
+    _requested = None
     previous = {s: signal.signal(s, _handle) for s in _NAMES}
     try:
         yield

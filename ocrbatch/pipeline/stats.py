@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import ExitCode, OcrbatchError
+from ..records import Status
 
 if TYPE_CHECKING:
     from ..gpu.nvml import ResourceSample
@@ -261,5 +262,14 @@ class Summary:
             "renamed": [{"source": s, "output": k} for s, k in self.renamed],
             "failures": self.failures,
             "stopped_by": str(self.stopped_by) if self.stopped_by is not None else None,
+            "error": str(self.stopped_by) if self.stopped_by is not None else None,
             **({"review_below": self.review_below, "review": self.review} if self.review_below is not None else {}),
         }
+
+
+def error_summary(exit_code: int, error: str, output: str | None = None) -> dict[str, Any]:
+    """The --json summary of a run that ended before it had one (a usage error, no inputs, an engine that cannot
+    load, a locked output...): the keys a summary has, nothing counted, and the error."""
+    return {"exit_code": int(exit_code), "output": output, "sources": 0, "pages": 0,
+            **{f"pages_{s.value}": 0 for s in Status}, "missing_inputs": [], "renamed": [], "failures": [],
+            "stopped_by": None, "error": error}

@@ -8,6 +8,7 @@ file system, I/O error) raises OutputWriteError, and the run stops with what it 
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import time
@@ -101,15 +102,27 @@ def write_one(result: PageResult, writer: Writer, busy: Callable[[float], None],
 
 
 def check_output(out: Path) -> None:
-    """The output folder exists (made if need be) and can be written, before any work starts."""
+    """The output folder exists (made if need be) and can be written, before any work starts. A folder that
+    cannot be made or written for a reason every write would meet (read-only file system, disk full) raises
+    OutputWriteError; a file in the way or a permission UsageError."""
     if out.exists() and not out.is_dir():
         raise UsageError(f"output {out} is a file, not a folder")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise UsageError(f"cannot create the output folder {out}: {exc.strerror or exc}") from exc
+        error = OutputWriteError if is_fatal(exc) else UsageError
+        raise error(f"cannot create the output folder {out}: {exc.strerror or exc}") from exc
     if not os.access(out, os.W_OK | os.X_OK):
+        if _read_only(out):
+            raise OutputWriteError(f"cannot write to the output folder {out}: {os.strerror(errno.EROFS)}")
         raise UsageError(f"cannot write to the output folder {out}: permission denied")
+
+
+def _read_only(folder: Path) -> bool:
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):
+        return False
 
 
 __all__ = ["Writer", "atomic_write"]

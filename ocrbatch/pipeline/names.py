@@ -1,0 +1,112 @@
+"""Output keys: where each source's Markdown goes (`OUT/KEY.md`, or `OUT/KEY/page-0001.md` ...).
+
+A source's key is its path relative to its input root, less the extension (`a/report.png` → `a/report`).
+Two sources that would write the same file are told apart (`report.png.md`, then `report-2.md` ...); so is one
+whose name an earlier run's record holds (the manifest, a NameBook): a name stays with the source it was
+first written for, and a source gets back the key it had. Names are compared case-insensitively, since
+some file systems are. A key whose file names would be over the file system's limit is shortened
+(`fit_key`): cut, with a hash of the whole.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import PurePosixPath
+from typing import Iterator, Protocol
+
+from ..errors import DecodeError
+from ..manifest import output_names
+from ..records import page_output
+
+NAME_MAX = 255  # bytes in one file name, on most file systems (run.py asks the output's)
+HASH_CHARS = 12  # hex digits of the hash that ends a shortened name
+MAX_SUFFIX = 1000  # report-2 ... report-999: then the source fails ("too many inputs map to the same name")
+
+
+class NameBook(Protocol):
+    """Output names earlier runs gave (the manifest), as output_names spells them (casefolded)."""
+
+    def held(self, source: str) -> set[str]: ...  # the output files the records of `source` name
+
+    def holder(self, name: str) -> str | None: ...  # the source whose record holds `name`
+
+
+def natural_key(rel: PurePosixPath) -> PurePosixPath:
+    """The key a source gets when nothing stands in its way: its relative path less the extension."""
+    return rel.with_suffix("") if rel.suffix else rel
+
+
+def fit_key(key: PurePosixPath, multipage: bool, name_max: int = NAME_MAX) -> PurePosixPath:
+    """`key` itself, or, when a file it names would be over `name_max` bytes, its last part cut short and ended
+    with `~` and a hash of the whole key (the same key always gives the same name)."""
+    ext = b"" if multipage else b".md"
+    raw = os.fsencode(key.name)
+    if len(raw) + len(ext) <= name_max:
+        return key
+    tag = "~" + hashlib.sha256(os.fsencode(key.as_posix())).hexdigest()[:HASH_CHARS]
+    cut = raw[:max(1, name_max - len(ext) - len(tag))]
+    for end in range(len(cut), max(0, len(cut) - 4), -1):  # end on a whole character, if the name is UTF-8
+        try:
+            cut[:end].decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        cut = cut[:end]
+        break
+    return key.with_name(os.fsdecode(cut) + tag)
+
+
+class KeyClaims:
+    """Keys taken so far in this run, and those `book` says earlier runs gave; one claim per source."""
+
+    def __init__(self, book: NameBook | None = None, name_max: int = NAME_MAX) -> None:
+        self._taken: set[str] = set()
+        self.book = book
+        self.name_max = name_max
+
+    def claim(self, rel: PurePosixPath, source: str, multipage: bool,
+              page_count: int) -> tuple[PurePosixPath, PurePosixPath | None]:
+        """The key for `source` (found at `rel`), and the key it was shortened from (None when it was not).
+        Raises DecodeError when every choice is taken."""
+        mine = self._held_key(source, rel, multipage)
+        for key in ([mine] if mine else []) + list(self._options(rel)):
+            fitted = fit_key(key, multipage, self.name_max)
+            names = self._names(fitted, multipage, page_count)
+            if names & self._taken or not self._free(names, source):
+                continue
+            self._taken |= names
+            return fitted, (key if fitted != key else None)
+        raise DecodeError("too many inputs map to the same output name")
+
+    @staticmethod
+    def _options(rel: PurePosixPath) -> Iterator[PurePosixPath]:
+        stem = natural_key(rel)
+        yield stem
+        yield stem.with_name(rel.name)
+        for i in range(2, MAX_SUFFIX):
+            yield stem.with_name(f"{stem.name}-{i}")
+
+    def _held_key(self, source: str, rel: PurePosixPath, multipage: bool) -> PurePosixPath | None:
+        """The key (one of the options) that this source's pages were written under by an earlier run."""
+        if self.book is None:
+            return None
+        folder = natural_key(rel).parent.as_posix().casefold()
+        held = {n[len("stem:"):] for out in self.book.held(source) for n in output_names(out)
+                if n.startswith("stem:")}
+        held = {k for k in held if PurePosixPath(k).parent.as_posix() == folder}
+        if not held:
+            return None
+        for key in self._options(rel):
+            if fit_key(key, multipage, self.name_max).as_posix().casefold() in held:
+                return key
+        return None
+
+    def _free(self, names: set[str], source: str) -> bool:
+        """No earlier run's record of another source holds any of `names`."""
+        return self.book is None or all(self.book.holder(n) in (None, source) for n in names)
+
+    @staticmethod
+    def _names(key: PurePosixPath, multipage: bool, page_count: int) -> set[str]:
+        names = {"stem:" + key.as_posix().casefold()}
+        names |= {page_output(key, multipage, p).as_posix().casefold() for p in range(1, page_count + 1)}
+        return names

@@ -230,10 +230,12 @@ class Manifest:
 
     def record_document(self, source: Source, output: str, pages: list[int], engine_identity: str) -> None:
         """The document's joined Markdown was written: one record for the document (page null), `joined` its
-        pages."""
-        self._append({"source": str(source.path), "page": None, "output": output, "status": Status.OK.value,
-                      "engine": engine_identity, "error": None, "joined": pages, "source_size": source.size,
-                      "source_mtime_ns": source.mtime_ns, "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+        pages; its name is the source's, as its pages' are."""
+        rec = {"source": str(source.path), "page": None, "output": output, "status": Status.OK.value,
+               "engine": engine_identity, "error": None, "joined": pages, "source_size": source.size,
+               "source_mtime_ns": source.mtime_ns, "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        self._append(rec)
+        self._hold(rec["source"], output, rec["finished_at"])
 
     def _append(self, rec: dict[str, Any]) -> None:
         """Add one whole line; raises OutputWriteError (and leaves the file as it was) when it cannot."""

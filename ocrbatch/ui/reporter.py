@@ -1,5 +1,5 @@
-"""What a run shows while it goes: a live panel on a terminal, plain timestamped lines elsewhere, and the
-metrics file. All of it reads snapshots on its own threads (Rich's refresh thread and one ticker); the
+"""What a run shows while it goes: a live panel on a terminal, plain timestamped lines elsewhere (progress
+every --log-every seconds and one `finished` line; with -v a `started` line too), and the metrics file. All of it reads snapshots on its own threads (Rich's refresh thread and one ticker); the
 pipeline never waits on it.
 
     reporter = Reporter(mode=Reporter.choose_mode(quiet=False, progress=True), ...)

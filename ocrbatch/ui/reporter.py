@@ -1,6 +1,6 @@
 """What a run shows while it goes: a live panel on a terminal, plain timestamped lines elsewhere (progress
-every --log-every seconds and one `finished` line; with -v a `started` line too), and the metrics file. All of it reads snapshots on its own threads (Rich's refresh thread and one ticker); the
-pipeline never waits on it.
+every --log-every seconds and one `finished` line; with -v a `started` line too), and the metrics file. All
+of it reads snapshots on its own threads (Rich's refresh thread and one ticker); the pipeline never waits on it.
 
     reporter = Reporter(mode=Reporter.choose_mode(quiet=False, progress=True), ...)
     with reporter:
@@ -125,7 +125,7 @@ class Reporter:
         self._finished = True
         snap = self._snapshot() if self._snapshot is not None else None
         if self.mode == "plain" and snap is not None:
-            review = {"review": str(len(summary.review))} if summary.review_below is not None else {}
+            review = {"review": str(len(summary.review))} if getattr(summary, "review_below", None) is not None else {}
             self._emit("finished", {**plain.figures(snap, final=True), **review,
                                     "exit_code": str(int(summary.exit_code))})
         if self.metrics is not None:

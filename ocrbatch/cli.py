@@ -315,12 +315,13 @@ def serve(*, options: dict[str, Any]) -> None:
             from .serve.run import serve as serve_main
         except ImportError as exc:
             raise UsageError(f"ocrbatch serve needs the serve extra: pip install 'ocrbatch[serve]' ({exc})") from exc
-        from .serve.config import ServeConfig
+        from .serve.config import ServeConfig, token_from
 
         first, _ = config.parse_max_batch(o["max_batch"])
         serve_config = ServeConfig(host=o["host"], port=o["port"], max_upload_mb=o["max_upload_mb"],
-                                   max_queue=o["max_queue"], token=o["token"], drain_s=o["drain_s"],
-                                   window=2 * first)
+                                   max_queue=o["max_queue"], token=token_from(o["token"], os.environ),
+                                   drain_s=o["drain_s"], window=2 * first, max_connections=o["max_connections"],
+                                   header_timeout_s=o["header_timeout_s"], body_timeout_s=o["body_timeout_s"])
         return serve_main(_converter_options(o), serve_config, verbose=o["verbose"], quiet=o["quiet"])
 
     _exit_with(run_server, o["verbose"])

@@ -203,6 +203,9 @@ OPTIONS: tuple[Option, ...] = (
            "fewer words read right; unsure lines read again with small).", ENGINE_FLAG, choices=("small", "tiny")),
     Option("keep_furniture", "switch", False, "Keep running heads and feet, page numbers and margin stamps (left "
            "out by default; rapidocr and PDF text layers).", ENGINE_FLAG),
+    Option("debug_layout", "path", None, "Write a picture of each page's layout here: its blocks, their kinds and "
+           "reading order, and what set each apart (rapidocr and PDF text layers).", frozenset({RUN, ENGINE}),
+           metavar="DIR"),
     Option("devices", "text", "auto", "Where engines run: auto (every GPU for a GPU engine), cpu, 0,1 or cuda:0; "
            "one worker per device.", ENGINE_FLAG),
     Option("dpi", "int", 150, "Resolution for rendering PDF pages.", ENGINE_FLAG, least=36, most=1200),
@@ -257,8 +260,15 @@ OPTIONS: tuple[Option, ...] = (
            "Retry-After).", frozenset({SERVE}), least=1),
     Option("token", "text", None, "Require Authorization: Bearer TOKEN on /v1/* (401 without).", frozenset({SERVE}),
            check=lambda v: None if v.strip() else "is empty"),
-    Option("drain_s", "float", 30.0, "On SIGTERM, how long requests in flight may take to finish.",
-           frozenset({SERVE}), least=0, metavar="SECONDS"),
+    Option("drain_s", "float", 30.0, "On SIGTERM, how long requests in flight may take to finish (then: 503, or "
+           "a final error line).", frozenset({SERVE}), least=0, metavar="SECONDS"),
+    Option("max_connections", "int", 1024, "Open connections beyond which only /healthz, /readyz and /metrics are "
+           "answered (others: 503).", frozenset({SERVE}), least=1),
+    Option("header_timeout_s", "float", 10.0, "A request's headers must be in within this, from its first byte; "
+           "else the connection is closed.", frozenset({SERVE}), metavar="SECONDS",
+           check=lambda v: None if v > 0 else "must be positive"),
+    Option("body_timeout_s", "float", 30.0, "The longest pause inside an upload's body; then 408.",
+           frozenset({SERVE}), metavar="SECONDS", check=lambda v: None if v > 0 else "must be positive"),
     # -- both commands -----------------------------------------------------------------------------------
     Option("quiet", "switch", False, "Print only errors.", frozenset({RUN, SERVE}), short=("-q",)),
     Option("verbose", "count", 0, "More detail, tracebacks on errors (serve: server logs; -vv every request).",
@@ -331,6 +341,7 @@ class EngineOptions:
     schedule: str = _default("schedule")  # continuous: rows leave and join between decoding steps; static: batches
     model_size: str = _default("model_size")  # rapidocr: PP-OCRv6 small, or tiny (faster, below the accuracy goals)
     keep_furniture: bool = _default("keep_furniture")  # keep running heads and feet, page numbers, margin stamps
+    debug_layout: Path | None = _default("debug_layout")  # a folder: a picture of each page's layout
     # -- set by the pipeline (pipeline/service.py) or by benchmarks, not by users --
     min_new_tokens: int = 0  # benchmarks: equal to max_new_tokens, every page gets exactly that many
     buffer_pages: int = 0  # pages whose preprocessed inputs may wait in buffers at once; 0: the engine's default

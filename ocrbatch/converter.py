@@ -17,8 +17,9 @@ Public API (everything a server needs; names are stable):
   without a model, on first use). `Converter.from_env(**overrides)` reads OCRBATCH_* variables first.
   A context manager; `close()` waits for pages in flight, then unloads; a closed converter refuses work.
 - The engine loads lazily, once per device, on its first batch, and stays loaded until `close()`:
-  two `convert` calls load it once. `load()` loads it now (raises EngineLoadError); `loaded` says whether
-  every device is ready (a server's readiness).
+  two `convert` calls load it once. `load()` loads it now (raises EngineLoadError); `check()` runs the
+  engine's own checks now without loading it (a server's start); `loaded` says whether every device is
+  ready (a server's readiness).
 - `convert(inputs, output, *, pages=None, force=False, null_separated=False, stdin=None, watch=None,
   formats="md", join=False, review_below=None, follow=None) -> Summary`: the CLI's run (`formats="md,json"`,
   `join` and `review_below` as --format, --join and --review-below; `follow`, as pipeline/run.py says: how
@@ -123,6 +124,12 @@ class Converter:
             if self._service is None:
                 self._service = Service(self._service_config)
             return self._service
+
+    def check(self) -> None:
+        """Set the engine up on its devices without loading it: what it cannot work with (deepseek-ocr2
+        without a model, a device that does not exist) raises UsageError now, a missing package
+        EngineLoadError, rather than on first use. Cheap; `load()` does it too."""
+        self._local()
 
     def load(self) -> None:
         """Load the engine on every device now (it would load on the first batch otherwise)."""
@@ -268,7 +275,7 @@ class Converter:
             try:
                 page = decode.prepare(svc.front, image) if image is not None else \
                     decode.read(ref, t.dpi, pdfs, t.text_layer, svc.front, t.max_pixels,
-                                t.engine_options.keep_furniture)
+                                t.engine_options.keep_furniture, t.engine_options.debug_layout)
                 if isinstance(page, PageResult):
                     reply.deliver(page)
                     return

@@ -4,7 +4,7 @@ PDFium gives every character of the page with its box (`pdfium.PdfHandle.text_ch
 PDFium lock); here, outside the lock, characters are joined into line segments: a segment ends at a
 line break, where the next character is not on the same baseline, or across a gap wider than about a
 character's height (a column gutter, a table cell). The segments go through `layout.lines_to_markdown`
-like OCR lines do, so both paths give the same kind of Markdown.
+like OCR lines do (`layout.page.layout_page`: the same stages), so both paths give the same kind of Markdown.
 
 A layer is used only when it looks real: enough characters, few unmapped glyphs (private-use or
 replacement code points, which is how a PDF with broken font encodings reads), mostly letters and
@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from .layout import lines_to_markdown
+from .layout.markdown import page_markdown as page_markdown_of
+from .layout.page import layout_page
 from .pagejson import placed_lines
 from .pdfium import PageText
 from .records import PageLines, TextLine
@@ -166,9 +167,11 @@ def _same_segment(prev, box) -> bool:
     return -0.5 * h <= gap <= 1.0 * max(prev[3] - prev[1], box[3] - box[1])
 
 
-def page_markdown(text: PageText, dpi: float, keep_furniture: bool = False) -> TextLayerPage | None:
+def page_markdown(text: PageText, dpi: float, keep_furniture: bool = False, debug_layout: str | None = None,
+                  ref: object = None) -> TextLayerPage | None:
     """Markdown from the page's text layer, or None when the layer is not usable. Page furniture (running
-    heads and feet, page numbers) is left out unless `keep_furniture`, as the engine's is."""
+    heads and feet, page numbers) is left out unless `keep_furniture`, as the engine's is. With
+    `debug_layout` (a folder), a picture of the layout is written there too (on a white page)."""
     if unusable(text) is not None:
         return None
     turn = reading_turn(text)
@@ -178,8 +181,13 @@ def page_markdown(text: PageText, dpi: float, keep_furniture: bool = False) -> T
     scale = dpi / 72.0
     w, h = _turned_size(text, turn)
     frame = (int(w * scale), int(h * scale))
+    layout = layout_page(lines, *frame, keep_furniture=keep_furniture)
+    if debug_layout:
+        from .layout.debug import write_debug
+
+        write_debug(debug_layout, ref, layout, None)
     laid_out: list = []
-    md = lines_to_markdown(lines, *frame, keep_furniture=keep_furniture, placed=laid_out)
+    md = page_markdown_of(layout, keep_furniture, placed=laid_out)
     # the lines' frame is the unrotated page turned `turn`; the rendered page is it turned by /Rotate
     geometry = placed_lines(laid_out, frame, turn=(turn - text.rotation) % 360, scored=False)
     return TextLayerPage(md, len(lines), sum(len(l.text) for l in lines), turn, geometry)

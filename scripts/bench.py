@@ -127,30 +127,76 @@ def stress_pages(work: Path) -> list[tuple[str, Any]]:
     return out
 
 
-def read_all(pages: list[tuple[str, Any]], size: str, out: Path, batch: int) -> float:
+LAYOUT_CPU: dict[str, list[float]] = {}  # size/set → [layout CPU-s, engine CPU-s, pages] (read_all)
+
+
+def read_all(pages: list[tuple[str, Any]], size: str, out: Path, batch: int, label: str = "") -> float:
     """Seconds for the embedded engine with `size` models to read `pages` (model load excluded);
-    the Markdown goes to out/NAME.md."""
+    the Markdown goes to out/NAME.md. The CPU time of the layout stages (ocrbatch/layout, timed on the
+    thread that runs them) and of the whole engine go to LAYOUT_CPU[label]."""
     sys.path.insert(0, str(ROOT))
     from ocrbatch.config import EngineOptions
-    from ocrbatch.engines import registry
+    from ocrbatch.engines import rapid, registry
     from ocrbatch.records import PageImage
+
+    spent = LAYOUT_CPU.setdefault(label or size, [0.0, 0.0, 0])
+    original = rapid.layout_page
+
+    def timed(*args, **kwargs):
+        t0 = time.thread_time()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            spent[0] += time.thread_time() - t0
 
     engine = registry.create("rapidocr", EngineOptions(model_size=size))
     engine.load("cpu")
+    rapid.layout_page = timed
     try:
         elapsed = 0.0
         for i in range(0, len(pages), batch):
             chunk = pages[i:i + batch]
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             results = engine.infer([PageImage(ref=None, image=im) for _, im in chunk])  # type: ignore[arg-type]
             elapsed += time.perf_counter() - t0
+            spent[1] += time.process_time() - c0
+            spent[2] += len(chunk)
             for (name, _), res in zip(chunk, results):
                 dest = out / f"{name}.md"
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 dest.write_text("" if isinstance(res, Exception) else res.markdown, encoding="utf-8")
         return elapsed
     finally:
+        rapid.layout_page = original
         engine.close()
+
+
+def typeset_pages() -> set[str]:
+    """The stress pages typeset for issue 20 (MANIFEST source `typeset:`); the others came before."""
+    rows = (STRESS / "MANIFEST.tsv").read_text(encoding="utf-8").splitlines()[1:]
+    return {Path(r.split("\t")[0]).stem for r in rows if r.split("\t")[2].startswith("typeset:")}
+
+
+def print_old_new(st: dict) -> None:
+    """The stress set's CER per kind for its older pages and its newer (typeset) ones, and the pages
+    above 0.15."""
+    new = typeset_pages()
+    by: dict[tuple[str, bool], list[dict]] = {}
+    for r in st.get("pages", []):
+        by.setdefault((r["kind"], Path(r["page"]).stem in new), []).append(r)
+
+    def cer(rs: list[dict]) -> str:
+        chars = sum(r["truth_chars"] for r in rs)
+        return f"{sum(r['char_edits'] for r in rs) / chars:.4f} ({len(rs)})" if chars else "-"
+
+    print(f"{'kind':30s} {'old pages CER':>15s} {'new pages CER':>15s}")
+    for kind in sorted({k for k, _ in by}):
+        print(f"{kind:30s} {cer(by.get((kind, False), [])):>15s} {cer(by.get((kind, True), [])):>15s}")
+    old = [r for (k, n), rs in by.items() if not n for r in rs]
+    fresh = [r for (k, n), rs in by.items() if n for r in rs]
+    print(f"{'all':30s} {cer(old):>15s} {cer(fresh):>15s}")
+    worst = sorted((r for rs in by.values() for r in rs if r["cer"] > 0.15), key=lambda r: -r["cer"])
+    print("pages above CER 0.15: " + (", ".join(f"{Path(r['page']).stem} {r['cer']:.3f}" for r in worst) or "none"))
 
 
 def prose_tables(out: Path) -> tuple[list[str], list[str]]:
@@ -314,8 +360,8 @@ def main(argv: list[str] | None = None) -> int:
             stress = stress_pages(workdir)
             for size in sizes:
                 dev_out, st_out = workdir / f"dev-{size}", workdir / f"stress-{size}"
-                dev_s = read_all(pages, size, dev_out, a.batch)
-                st_s = read_all(stress, size, st_out, a.batch)
+                dev_s = read_all(pages, size, dev_out, a.batch, f"{size} dev")
+                st_s = read_all(stress, size, st_out, a.batch, f"{size} stress")
                 d, _ = score(a.dev, dev_out)
                 st, _ = score(a.dev, st_out, STRESS / "truth")
                 size_rows.append((size, len(pages) / dev_s, d["overall"], len(stress) / st_s, st["overall"]))
@@ -344,8 +390,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{kind:30s} {v['pages']:5d} {v['cer']:7.4f} {v['wer']:7.4f} {v['mean_bow_f1']:7.4f}")
         o = st["overall"]
         print(f"{'overall':30s} {o['pages']:5d} {o['cer']:7.4f} {o['wer']:7.4f} {o['mean_bow_f1']:7.4f}")
+        print_old_new(st)
         print(f"pages with a table they should not have (prose as table): {', '.join(unexpected) or 'none'}; "
               f"real tables not found: {', '.join(missing) or 'none'}")
+    if LAYOUT_CPU:
+        print(f"\n{'layout (all stages), CPU':26s} {'ms/page':>8s} {'engine ms/page':>15s} {'share':>6s}  (goal: at most 5%)")
+        for label, (lay, eng, n) in LAYOUT_CPU.items():
+            print(f"{label:26s} {1000 * lay / max(1, n):8.1f} {1000 * eng / max(1, n):15.0f} "
+                  f"{100 * lay / max(1e-9, eng):5.1f}%")
     if size_rows:
         print(f"\n{'model size (engine alone)':26s} {'dev p/s':>8s} {'dev CER':>8s} {'dev F1':>7s} "
               f"{'stress p/s':>10s} {'str CER':>8s} {'str F1':>7s}")

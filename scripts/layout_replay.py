@@ -42,13 +42,13 @@ def dump(cache: Path, size: str, which: str) -> None:
         engine = registry.create("rapidocr", EngineOptions(model_size=size))
         engine.load("cpu")
         seen: list = []
-        original = rapid.lines_to_markdown
+        original = rapid.layout_page
 
         def record(lines, width, height, keep_furniture=False):
             seen.append(([(l.text, l.box, l.score) for l in lines], width, height))
             return original(lines, width, height, keep_furniture=keep_furniture)
 
-        rapid.lines_to_markdown = record
+        rapid.layout_page = record
         out: dict = {}
         try:
             for name, pages in sets.items():
@@ -60,7 +60,7 @@ def dump(cache: Path, size: str, which: str) -> None:
                         out[name][page_name] = seen[0]
                     print(f"{name}/{page_name}: {len(seen[0][0]) if seen else 0} lines", file=sys.stderr)
         finally:
-            rapid.lines_to_markdown = original
+            rapid.layout_page = original
             engine.close()
     old = pickle.loads(cache.read_bytes()) if cache.exists() else {}
     old.update(out)
@@ -71,17 +71,23 @@ def replay(cache: Path, out: Path, only: list[str]) -> None:
     from ocrbatch.layout import lines_to_markdown
     from ocrbatch.records import TextLine
 
+    import time
+
     data = pickle.loads(cache.read_bytes())
     truths = {"dev": bench.DEFAULT_DEV / "truth", "stress": bench.STRESS / "truth"}
     for name, pages in data.items():
         dest = out / name
+        spent = 0.0
         for page_name, (lines, w, h) in pages.items():
             if only and page_name not in only:
                 continue
+            t0 = time.process_time()
             md = lines_to_markdown([TextLine(t, tuple(b), s) for t, b, s in lines], w, h)
+            spent += time.process_time() - t0
             path = dest / f"{page_name}.md"
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(md, encoding="utf-8")
+        print(f"== {name}: layout {spent:.2f} CPU-s for {len(pages)} pages ({1000 * spent / max(1, len(pages)):.0f} ms a page)")
         if only:
             continue
         manifest = (bench.DEFAULT_DEV if name == "dev" else bench.STRESS) / "MANIFEST.tsv"

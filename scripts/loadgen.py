@@ -179,10 +179,11 @@ def report(r: dict) -> str:
 class Spawned:
     """`python -m ocrbatch serve --port 0 ARGS` for the length of the run."""
 
-    def __init__(self, args: str) -> None:
+    def __init__(self, args: str, preexec_fn=None) -> None:
         self.log = tempfile.NamedTemporaryFile("w+", prefix="ocrbatch-serve-", suffix=".log", delete=False)
         self.proc = subprocess.Popen([sys.executable, "-m", "ocrbatch", "serve", "--host", "127.0.0.1", "--port",
-                                      "0", *shlex.split(args)], stdout=subprocess.DEVNULL, stderr=self.log)
+                                      "0", *shlex.split(args)], stdout=subprocess.DEVNULL, stderr=self.log,
+                                     preexec_fn=preexec_fn)
         deadline = time.monotonic() + 300
         while True:
             text = Path(self.log.name).read_text()

@@ -133,6 +133,12 @@ try:  # the convert command's: scripts/mutations_convert.py
     TABLES["convert"] = CONVERT
 except ImportError:
     pass
+try:  # the server's (scripts/mutations_serve.py)
+    from mutations_serve import SERVE  # type: ignore[import-not-found]
+
+    TABLES["serve"] = SERVE
+except ImportError:
+    pass
 
 
 def copy_tree(dest: Path) -> None:

@@ -1,6 +1,9 @@
 """`python tests/serve_main.py serve ...`: the real CLI with the test engines registered, for the server tests
-(which run the server as a subprocess, as a user would)."""
+(which run the server as a subprocess, as a user would). With OCRBATCH_TEST_FAULT set to a Fault's fields as
+JSON (tests/engines/faults.py), the engine `faulty` is the fake engine tripping that fault."""
 
+import json
+import os
 import sys
 from pathlib import Path
 
@@ -8,10 +11,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ocrbatch.cli import main  # noqa: E402
 from ocrbatch.engines import registry  # noqa: E402
+from ocrbatch.engines.fake import FakeEngine  # noqa: E402
 from tests import engines  # noqa: E402
+from tests.engines.faults import Fault, faulty  # noqa: E402
 
-for cls in (engines.GateEngine, engines.NoLoadEngine, engines.CrashOnPage):
+for cls in (engines.GateEngine, engines.NoLoadEngine, engines.CrashOnPage, engines.CrashOnLoad):
     registry.register(cls.name, cls)
+if os.environ.get("OCRBATCH_TEST_FAULT"):
+    registry.register("faulty", faulty(FakeEngine, Fault(**json.loads(os.environ["OCRBATCH_TEST_FAULT"])),
+                                       name="faulty"))
 
 if __name__ == "__main__":
     main()

@@ -300,3 +300,76 @@ def test_a_converter_whose_engine_hangs_answers_its_callers_and_says_which_devic
     results = [f.result() for f in futures]
     assert all(r.status.value == "failed" and "stalled" in r.error for r in results if r.status.value != "ok")
     assert any(r.status.value == "failed" for r in results) and stalled == ["cpu"]
+
+
+@pytest.mark.parametrize("seed", _seeds("serve", POINTS_PLAIN))
+def test_serve_answers_every_page_of_every_request_once(seed, pages, tmp_path):
+    """`ocrbatch serve` (a subprocess, as a user runs it) with the fake engine tripping the seed's fault, the
+    pages sent as concurrent requests: each page gets exactly one answer, a failed one by the injected error;
+    a fault at load ends the server with exit 5. A hang (make faults) in a batch fails its pages as stalled
+    (the device watchdog) and stops the server (exit 8), the requests queued behind it answered 503; one that
+    never reaches a batch (a hang in prepare) holds its request until SIGTERM, whose drain answers it 503."""
+    import dataclasses
+    import json
+    import signal
+    from concurrent.futures import ThreadPoolExecutor
+
+    serve = pytest.importorskip("test_serve")
+    fault = Fault.from_seed(seed, POINTS_PLAIN, hangs=HANGS)
+    env = {"OCRBATCH_TEST_FAULT": json.dumps(dataclasses.asdict(fault))}
+    args = ("--engine", "faulty", "--max-batch", "2", "--max-wait-ms", "20", "--workers", "2", "--drain-s", "1",
+            "--stall-timeout", "4")
+    tally = Tally("serve")
+    tally["seeds"] += 1
+    if fault.at == "load":
+        p = serve.serve_exit(*args, env=env)
+        assert p.returncode == ExitCode.ENGINE_LOAD and "injected" in p.stderr, (fault, p.stderr)
+        tally["exit 5"] += 1
+        return
+    srv = serve.Server(tmp_path / "srv", *args, env=env)
+    t0 = time.monotonic()
+    try:
+        with ThreadPoolExecutor(len(pages)) as ex:
+            sent = [(path, ex.submit(srv.convert, path.read_bytes(), filename=path.name)) for path in pages]
+            signalled = False
+            if fault.kind == "hang":  # the watchdog, or else (a hang before any batch) the drain, ends it
+                end = time.monotonic() + 15  # the watchdog's 4 s, its rounds, a loaded machine
+                while not all(f.done() for _, f in sent) and srv.proc.poll() is None and time.monotonic() < end:
+                    time.sleep(0.05)
+                if srv.proc.poll() is None and not all(f.done() for _, f in sent):
+                    srv.proc.send_signal(signal.SIGTERM)
+                    signalled = True
+            answers = [(path, f.result()) for path, f in sent]
+        outcomes = [o for path, r in answers for o in _served(path, r)]
+        assert len(outcomes) == EXPECTED_PAGES, (fault, outcomes)
+        assert set(outcomes) <= {"ok", "injected", "stalled", "drained"}, (fault, outcomes)
+        if fault.kind != "hang":
+            assert {"stalled", "drained"}.isdisjoint(outcomes), (fault, outcomes)
+            assert srv.metric("ocrbatch_queue_used") == 0, (fault, outcomes)
+            assert srv.metric("ocrbatch_pages_in_flight") == 0, fault
+            if not fault.sticky:
+                assert outcomes.count("injected") <= 1, (fault, outcomes)
+        code = srv.stop()
+        assert code == (ExitCode.STALLED if "stalled" in outcomes and not signalled else 0), (fault, code, outcomes)
+        assert time.monotonic() - t0 < BOUND_S, fault
+        log = srv.log.read_text()
+        assert "Traceback" not in log, (fault, log)
+    finally:
+        srv.stop()
+    tally["pages"] += len(outcomes)
+    tally["failed pages"] += outcomes.count("injected")
+    tally["stalled pages"] += outcomes.count("stalled")
+    tally["drained pages"] += outcomes.count("drained")
+    tally[f"exit {code}"] += 1
+
+
+def _served(path: Path, r) -> list[str]:
+    """Each page's outcome in one answer of the server: ok, injected, stalled (failed by the device watchdog) or
+    drained (503: the server stopping ended the request)."""
+    body = r.json()
+    if r.status_code == 503:
+        assert "--drain-s" in body["error"] or "stuck" in body["error"], body
+        return ["drained"] * (2 if path.suffix == ".pdf" else 1)
+    entries = body.get("pages") or [{"status": "failed", "error": body["error"]}]
+    return ["ok" if e["status"] in ("ok", "truncated") else "injected" if "injected" in (e["error"] or "")
+            else "stalled" if "stalled" in (e["error"] or "") else f"other: {e['error']}" for e in entries]

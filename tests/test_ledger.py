@@ -105,7 +105,7 @@ def test_pages_in_hand_when_the_workers_loop_breaks_each_get_one_result(register
         paths.append(tmp_path / f"p{i}.png")
         draw_page(f"page {i}", size=(200, 260), font_size=18).save(paths[-1])
     # Batches close only when full (a long wait window): [p0, p1], [p2, p3], [p4, p5], whatever the timing.
-    with Converter(engine=name, max_batch=2, workers=1, max_wait_ms=30_000) as conv:
+    with Converter(engine=name, max_batch=2, workers=1, max_wait_ms=30_000, starve_ms=60_000) as conv:
         futures = [conv.submit(p, priority="bulk") for p in paths]
         deadline = time.monotonic() + 30
         while sum(conv.stats()["queued"].values()) < 4 and time.monotonic() < deadline:

@@ -60,16 +60,21 @@ def encrypted_pdf() -> bytes:
 class Server:
     """`ocrbatch serve --port 0 ARGS` in a subprocess (tests/serve_main.py: the CLI plus the test engines)."""
 
-    def __init__(self, tmp: Path, *args: str, token: str | None = None) -> None:
+    def __init__(self, tmp: Path, *args: str, token: str | None = None, preexec_fn=None,
+                 env: dict | None = None) -> None:
         tmp.mkdir(parents=True, exist_ok=True)
         self.gate, self.batch_log, self.log = tmp / "gate", tmp / "batches", tmp / "server.log"
-        env = {**os.environ, "OCRBATCH_TEST_GATE": str(self.gate), "OCRBATCH_TEST_BATCHES": str(self.batch_log)}
+        self.tmpdir = tmp / "tmpdir"  # the server's TMPDIR: its uploads' folders are in here
+        self.tmpdir.mkdir(exist_ok=True)
+        env = {**os.environ, "OCRBATCH_TEST_GATE": str(self.gate), "OCRBATCH_TEST_BATCHES": str(self.batch_log),
+               "TMPDIR": str(self.tmpdir), **(env or {})}
         env.pop("OCRBATCH_TOKEN", None)
         if token:
             args = (*args, "--token", token)
         with open(self.log, "w") as err:
             self.proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "serve_main.py"), "serve",
-                                          "--port", "0", *args], stdout=subprocess.DEVNULL, stderr=err, env=env)
+                                          "--port", "0", *args], stdout=subprocess.DEVNULL, stderr=err, env=env,
+                                         preexec_fn=preexec_fn)
         found: list[str] = []
 
         def announced() -> bool:
@@ -99,6 +104,17 @@ class Server:
                 if s.name == name and s.labels == labels:
                     return s.value
         return 0.0
+
+    def uploads(self) -> list[Path]:
+        """What the server keeps of uploads now: the files and folders under its temporary folder."""
+        return sorted(p for p in self.tmpdir.glob("ocrbatch-serve-*/**/*"))
+
+    def raw(self, data: bytes) -> socket.socket:
+        """A connection that has sent `data` and stays open."""
+        sock = socket.create_connection((self.host, self.port))
+        if data:
+            sock.sendall(data)
+        return sock
 
     def batches(self) -> list[int]:
         return [int(x) for x in self.batch_log.read_text().split()] if self.batch_log.exists() else []
@@ -399,3 +415,421 @@ def test_deepseek_pages_of_concurrent_requests_decode_continuously_as_they_would
     finally:
         engine.close()
         torch.set_num_threads(threads)
+
+
+# -- admission, slow and surplus clients, uploads, names, the drain, failing engines (issue 19) -----------
+
+def closed_by_server(sock: socket.socket, deadline_s: float = 60.0) -> bytes:
+    """What the server sent before closing the connection (raises if it stays open past the bound)."""
+    sock.settimeout(deadline_s)
+    got = b""
+    while chunk := sock.recv(65536):
+        got += chunk
+    sock.close()
+    return got
+
+
+def response_on(sock: socket.socket, deadline_s: float = 60.0) -> bytes:
+    """One whole HTTP response read from `sock` (head and Content-Length bytes of body)."""
+    sock.settimeout(deadline_s)
+    got = b""
+    while b"\r\n\r\n" not in got:
+        got += sock.recv(65536)
+    length = int(re.search(rb"content-length: (\d+)", got, re.I).group(1))
+    while len(got.partition(b"\r\n\r\n")[2]) < length:
+        got += sock.recv(65536)
+    return got
+
+
+def status(request) -> int | None:
+    """The status code of `request()`, or None if the connection was refused or cut."""
+    try:
+        return request().status_code
+    except httpx.HTTPError:
+        return None
+
+
+def head(length: int, accept: str = "application/json", ctype: str = "application/octet-stream") -> bytes:
+    return (f"POST /v1/convert HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\nAccept: {accept}\r\n"
+            f"Content-Type: {ctype}\r\nContent-Length: {length}\r\n\r\n").encode()
+
+
+def multipart(filename: bytes, data: bytes) -> tuple[bytes, str]:
+    """A multipart body whose file part carries `filename` byte for byte (httpx would clean it up)."""
+    boundary = "b0undary7"
+    body = (b"--" + boundary.encode() + b"\r\nContent-Disposition: form-data; name=\"file\"; filename=\"" + filename
+            + b"\"\r\nContent-Type: application/octet-stream\r\n\r\n" + data + b"\r\n--" + boundary.encode()
+            + b"--\r\n")
+    return body, f"multipart/form-data; boundary={boundary}"
+
+
+def test_a_burst_is_admitted_up_to_max_queue_and_the_rest_is_503_at_once(server):
+    """20 simultaneous one-page requests against --max-queue 6: six are admitted, fourteen are refused while
+    the six are still held at the engine (at once, not after waiting), and the six then finish."""
+    until(lambda: server.metric("ocrbatch_queue_used") == 0, "earlier requests to end")
+    refused0 = server.metric("ocrbatch_http_rejected_total", reason="queue_full")
+    body = png("burst")
+    with ThreadPoolExecutor(20) as many, server.held():
+        futures = [many.submit(server.convert, body) for _ in range(20)]
+        until(lambda: sum(f.done() for f in futures) == 14, "fourteen answers")
+        refused = [f.result() for f in futures if f.done()]
+        assert {r.status_code for r in refused} == {503}
+        assert all(int(r.headers["Retry-After"]) >= 1 and "max-queue" in r.json()["error"] for r in refused)
+        assert server.metric("ocrbatch_queue_used") == 6
+        assert server.metric("ocrbatch_http_requests_in_progress") == 6
+    assert [f.result().status_code for f in futures].count(200) == 6
+    assert server.metric("ocrbatch_http_rejected_total", reason="queue_full") == refused0 + 14
+
+
+def test_a_request_waiting_for_slots_is_counted_and_keeps_newcomers_out(server, tmp_path, pool):
+    """A 20-page PDF fills the six slots and waits for more: /metrics shows it waiting, and a new request is
+    refused rather than queued behind it."""
+    with server.held():
+        long = pool.submit(server.convert, pdf(tmp_path, 20), {"priority": "bulk"})
+        until(lambda: server.metric("ocrbatch_queue_waiting") == 1, "the PDF to wait for slots")
+        assert server.metric("ocrbatch_queue_used") == 6
+        assert server.convert(png("newcomer")).status_code == 503
+    r = long.result()
+    assert r.status_code == 200 and len(r.json()["pages"]) == 20
+    assert server.metric("ocrbatch_queue_waiting") == 0 and server.metric("ocrbatch_queue_used") == 0
+
+
+def test_client_file_names_are_made_safe_never_a_500_never_a_folder_left(server):
+    names = {b"a\x00b.png": "ab.png", b"x" * 300 + b".png": "x" * 196 + ".png",
+             b"../../etc/passwd": "passwd", b"..\\..\\evil.png": "evil.png", b"line\nbreak.png": "linebreak.png",
+             "\u202egnp.exe".encode(): "gnp.exe", b"..": "upload", b"": "upload", b"   ": "upload",
+             ("\u00e9" * 150 + ".png").encode(): "\u00e9" * 98 + ".png", b"\xff\xfe.png": "\u00ff\u00fe.png"}
+    for raw, expected in names.items():
+        body, ctype = multipart(raw, png("named"))
+        r = httpx.post(server.url + "/v1/convert", content=body, timeout=60,
+                       headers={**server.headers, "Content-Type": ctype})
+        assert r.status_code == 200, (raw, r.status_code, r.text)
+        assert r.json()["name"] == expected, raw
+    until(lambda: server.uploads() == [], "the upload folders to be removed")
+
+
+def test_the_safe_name_rules():
+    from ocrbatch.serve.upload import MAX_NAME_BYTES, safe_name
+
+    assert safe_name("scan.png") == "scan.png" and safe_name(None) == "upload"
+    assert safe_name("C:\\Users\\me\\scan 1.pdf") == "scan 1.pdf"
+    assert safe_name("bad\x00\x1b[31m\x7f\u200b.tif") == "bad[31m.tif"
+    assert safe_name("\udcff.png") == ".png"
+    long = safe_name("\u4e2d" * 100 + ".jpeg")  # 300 bytes of UTF-8: cut on a character, suffix kept
+    assert long.endswith(".jpeg") and len(long.encode()) <= MAX_NAME_BYTES and "\ufffd" not in long
+    assert len(safe_name("y" * 400 + "." + "z" * 40).encode()) == MAX_NAME_BYTES  # not a suffix: cut too
+
+
+def test_a_client_that_disconnects_mid_upload_is_one_line_and_a_499(server):
+    before = server.log.read_text()
+    gone0 = server.metric("ocrbatch_http_requests_total", route="/v1/convert", status="499")
+    sock = server.raw(head(1_000_000) + b"%PDF-1.4\n" + b"\0" * 5000)
+    until(lambda: server.metric("ocrbatch_queue_used") == 1, "the request to be admitted")
+    sock.close()
+    until(lambda: server.metric("ocrbatch_http_requests_total", route="/v1/convert", status="499") == gone0 + 1,
+          "the 499 to be counted")
+    new = server.log.read_text()[len(before):]
+    assert len(new.splitlines()) == 1 and "went away" in new and "Traceback" not in new, new
+    until(lambda: server.uploads() == [] and server.metric("ocrbatch_queue_used") == 0, "the upload to be freed")
+
+
+@pytest.fixture(scope="module")
+def strict(tmp_path_factory):
+    """A server with short header and body deadlines."""
+    srv = Server(tmp_path_factory.mktemp("strict"), "--engine", "fake", "--header-timeout-s", "1",
+                 "--body-timeout-s", "1")
+    yield srv
+    assert srv.stop() == 0
+
+
+def test_slow_headers_and_silent_connections_are_cut_and_counted(strict):
+    cut0 = strict.metric("ocrbatch_http_cut_total", reason="header_timeout")
+    half = strict.raw(b"POST /v1/convert HTTP/1.1\r\nHost: x\r\nContent-Le")
+    silent = strict.raw(b"")
+    assert httpx.get(strict.url + "/healthz").status_code == 200  # meanwhile
+    assert closed_by_server(half) == b"" and closed_by_server(silent) == b""
+    until(lambda: strict.metric("ocrbatch_http_cut_total", reason="header_timeout") >= cut0 + 2, "two cuts")
+    kept = httpx.Client()  # a kept-alive connection used again after its deadline would have passed
+    assert kept.get(strict.url + "/healthz").status_code == 200
+    assert kept.post(strict.url + "/v1/convert", content=png("slowly but surely")).status_code == 200
+    kept.close()
+
+
+def test_a_stalled_body_is_408_and_its_slot_and_upload_are_freed(strict):
+    cut0 = strict.metric("ocrbatch_http_cut_total", reason="body_timeout")
+    sock = strict.raw(head(100_000).replace(f"Authorization: Bearer {TOKEN}\r\n".encode(), b"") + b"\x89PNG" * 10)
+    answer = closed_by_server(sock)
+    assert answer.startswith(b"HTTP/1.1 408 ") and b"--body-timeout-s" in answer
+    assert strict.metric("ocrbatch_http_cut_total", reason="body_timeout") == cut0 + 1
+    assert strict.metric("ocrbatch_queue_used") == 0 and strict.uploads() == []
+    assert "Traceback" not in strict.log.read_text()
+
+
+@pytest.fixture(scope="module")
+def roomy(tmp_path_factory):
+    """A server taking large uploads, with few connections, started with a low soft open-file limit and a
+    file size limit of 32 MB (its writes past it fail as on a full disk)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    low = min(soft, 256)
+
+    def limits() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (low, hard))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (32 << 20, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+
+    srv = Server(tmp_path_factory.mktemp("roomy"), "--engine", "fake", "--max-upload-mb", "64",
+                 "--max-connections", "4", "--header-timeout-s", "300", "--body-timeout-s", "300",
+                 preexec_fn=limits)
+    srv.hard_nofile = hard
+    yield srv
+    assert srv.stop() == 0
+
+
+def test_an_upload_is_written_to_disk_as_it_arrives_and_removed_after(roomy):
+    """The body goes to a file while it is still arriving (it is never held whole in memory), and the file
+    is gone once the request is answered."""
+    sock = roomy.raw(head(24 * 1024 * 1024))
+    try:
+        sock.sendall(b"\x01" * (20 * 1024 * 1024))  # 20 MB of 24, then a pause
+        files = lambda: [p for p in roomy.uploads() if p.is_file()]  # noqa: E731
+        until(lambda: any(p.stat().st_size >= 16 * 1024 * 1024 for p in files()), "16 MB on disk")
+        sock.sendall(b"\x01" * (4 * 1024 * 1024))
+        answer = response_on(sock)
+    finally:
+        sock.close()
+    assert answer.startswith(b"HTTP/1.1 422 ") and b"not a PDF or image" in answer, answer[:300]
+    until(lambda: roomy.uploads() == [], "the upload to be removed")
+
+
+def test_an_upload_that_cannot_be_stored_is_503_with_one_line_and_nothing_left(roomy):
+    before = roomy.log.read_text()
+    r = httpx.post(roomy.url + "/v1/convert", content=b"\x02" * (40 << 20), timeout=120)
+    assert r.status_code == 503 and "cannot store the upload" in r.json()["error"] and "Retry-After" in r.headers
+    new = roomy.log.read_text()[len(before):]
+    assert len(new.splitlines()) == 1 and "cannot store an upload" in new, new
+    until(lambda: roomy.uploads() == [], "the partial upload to be removed")
+    assert roomy.metric("ocrbatch_http_rejected_total", reason="storage") == 1
+
+
+def test_past_max_connections_only_health_is_answered_and_the_open_file_limit_is_raised(roomy):
+    """--max-connections 4: four idle connections, and only /healthz (and /readyz, /metrics) is answered on a
+    fifth. Past 16 more, a new connection takes the place of the oldest one still without its headers, or,
+    when every connection is past its headers, is closed at once. The server never runs out of files: it
+    raised its soft open-file limit (started at 256) to the hard one."""
+    from ocrbatch.serve.guard import HEALTH_ROOM
+
+    limits = Path(f"/proc/{roomy.proc.pid}/limits")
+    if limits.exists():
+        row = next(line for line in limits.read_text().splitlines() if line.startswith("Max open files"))
+        assert row.split()[3] == str(roomy.hard_nofile)
+    full = 4 + HEALTH_ROOM
+    socks: list[socket.socket] = []
+    try:
+        socks += [roomy.raw(b"") for _ in range(4)]
+        until(lambda: roomy.metric("ocrbatch_http_connections") >= 5, "four idle connections and this one")
+        assert httpx.get(roomy.url + "/healthz").status_code == 200
+        r = httpx.post(roomy.url + "/v1/convert", content=png("one too many"))
+        assert r.status_code == 503 and "--max-connections" in r.json()["error"] and "Retry-After" in r.headers
+        socks += [roomy.raw(b"") for _ in range(full - 5)]
+        until(lambda: roomy.metric("ocrbatch_http_connections") >= full, "all but one of the room")
+        socks.append(roomy.raw(b""))  # the room is full of connections without headers
+        assert status(lambda: httpx.get(roomy.url + "/healthz")) == 200  # in the place of the oldest:
+        assert closed_by_server(socks.pop(0)) == b""
+        cut = roomy.metric("ocrbatch_http_cut_total", reason="connection_limit")
+        assert cut >= 1
+        for s in socks:
+            s.close()
+        socks = [roomy.raw(head(10_000)) for _ in range(4)]  # admitted, their bodies awaited
+        until(lambda: roomy.metric("ocrbatch_http_requests_in_progress") == 4, "four uploads admitted")
+        socks += [roomy.raw(head(10_000)) for _ in range(full - 4)]  # refused (503), their bodies not read
+        assert all(b" 503 " in response_on(s).split(b"\r\n")[0] for s in socks[4:])
+        # Every connection is past its headers now (the refused ones kept alive for a few seconds): none
+        # gives way, and a new one is closed at once.
+        assert closed_by_server(roomy.raw(b"")) == b""
+    finally:
+        for s in socks:
+            s.close()
+    until(lambda: status(lambda: httpx.post(roomy.url + "/v1/convert", content=png("room again"))) == 200,
+          "room again")  # once the server has seen the connections close
+    assert roomy.metric("ocrbatch_http_cut_total", reason="connection_limit") >= cut + 1
+
+
+def serve_exit(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    full = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, str(ROOT / "tests" / "serve_main.py"), "serve", "--port", "0", *args],
+                          capture_output=True, text=True, timeout=120, env=full)
+
+
+def test_an_empty_token_is_a_usage_error_not_authentication_off():
+    p = serve_exit("--engine", "fake", env={"OCRBATCH_TOKEN": ""})
+    assert p.returncode == 2 and "OCRBATCH_TOKEN is set but empty" in p.stderr, p.stderr
+    p = serve_exit("--engine", "fake", "--token", "")
+    assert p.returncode == 2 and "--token" in p.stderr and "empty" in p.stderr, p.stderr
+
+
+def test_a_configuration_the_engine_cannot_use_ends_the_server_at_start():
+    p = serve_exit("--engine", "deepseek-ocr2")
+    assert p.returncode == 2 and "needs --model" in p.stderr and "serving on" not in p.stderr, p.stderr
+    p = serve_exit("--engine", "crash-on-load")
+    assert p.returncode == 5 and "illegal memory access" in p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
+def test_a_drain_past_drain_s_ends_answers_with_503_and_streams_with_an_error_line(tmp_path, pool):
+    """SIGTERM with --drain-s 1 while the engine holds its batch (the gate): the plain answer is 503, the
+    stream ends with an error line, and the process exits 0 even though the engine never finishes."""
+    import json
+
+    srv = Server(tmp_path, "--engine", "gate", "--drain-s", "1", "--max-wait-ms", "20")
+    try:
+        with srv.held():
+            plain = pool.submit(srv.convert, png("plain"))
+            streamed = pool.submit(srv.convert, pdf(tmp_path, 3), None, {"Accept": "application/x-ndjson"})
+            until(lambda: sum(srv.batches()) >= 1, "a batch to start")
+            until(lambda: srv.metric("ocrbatch_pages_in_flight") == 4, "every page submitted")
+            srv.proc.send_signal(signal.SIGTERM)
+            r = plain.result()
+            assert r.status_code == 503 and "--drain-s 1" in r.json()["error"]
+            s = streamed.result()
+            lines = [json.loads(line) for line in s.text.splitlines()]
+            assert s.status_code == 200 and lines[-1]["done"] is False and "--drain-s 1" in lines[-1]["error"]
+            assert srv.proc.wait(60) == 0  # the engine still stuck in its batch: the process does not wait
+        log = srv.log.read_text()
+        assert "Traceback" not in log and "CancelledError" not in log, log
+        assert "did not finish its batch" in log
+    finally:
+        srv.stop()
+
+
+def test_a_failing_engine_gives_every_page_exactly_one_failed_result_and_nothing_hangs(tmp_path):
+    """crash-on-page raises for any batch holding a page of a file named "poison": concurrent requests,
+    poisoned and clean, sharing batches, each get exactly one result per page, the clean pages ok."""
+    import json
+
+    srv = Server(tmp_path, "--engine", "crash-on-page", "--max-batch", "8", "--max-wait-ms", "50")
+    try:
+        jobs = {"poison.pdf": pdf(tmp_path, 3), "clean.pdf": pdf(tmp_path, 4), "poison.png": png("p"),
+                **{f"clean{k}.png": png(f"c{k}") for k in range(4)}}
+        with ThreadPoolExecutor(len(jobs) + 1) as ex:
+            answers = {name: ex.submit(srv.convert, data, filename=name) for name, data in jobs.items()}
+            streamed = ex.submit(lambda: httpx.post(srv.url + "/v1/convert", timeout=120,
+                                                    headers={"Accept": "application/x-ndjson"},
+                                                    files={"file": ("poison-stream.pdf", pdf(tmp_path, 5))}))
+            answers = {name: f.result() for name, f in answers.items()}
+            lines = [json.loads(line) for line in streamed.result().text.splitlines()]
+        for name, r in answers.items():
+            if name.endswith(".pdf"):
+                pages = r.json()["pages"]
+                assert [p["page"] for p in pages] == list(range(1, 1 + (3 if "poison" in name else 4)))
+                statuses = {p["status"] for p in pages}
+            else:
+                statuses = {"failed" if r.status_code == 500 else r.json()["pages"][0]["status"]}
+            assert statuses == ({"failed"} if "poison" in name else {"ok"}), (name, r.text)
+            assert r.status_code == (500 if "poison" in name else 200), name
+        assert "engine exploded" in answers["poison.png"].json()["error"]
+        assert [x["page"] for x in lines[:-1]] == [1, 2, 3, 4, 5] and {x["status"] for x in lines[:-1]} == {"failed"}
+        assert lines[-1] == {"done": True, "name": "poison-stream.pdf", "pages": 5, "failed": 5}
+        assert srv.metric("ocrbatch_queue_used") == 0 and srv.metric("ocrbatch_pages_in_flight") == 0
+    finally:
+        assert srv.stop() == 0
+
+
+# -- the slot policy itself (limits.py): pure bookkeeping, driven step by step ---------------------------
+
+def _steps(coro_fn):
+    """Run `coro_fn(tick)` on a fresh loop; `await tick()` lets every ready task run."""
+    import asyncio
+
+    async def tick():
+        for _ in range(5):
+            await asyncio.sleep(0)
+
+    return asyncio.run(coro_fn(tick))
+
+
+def test_admission_takes_a_slot_in_one_step_and_a_ticket_keeps_one_while_open():
+    from ocrbatch.serve.limits import PageSlots
+
+    slots = PageSlots(2)
+    a, b = slots.admit(), slots.admit()
+    assert a and b and slots.admit() is None and slots.used == 2
+    assert a.try_take() and not a.try_take()  # its own slot; none free beyond
+    a.give(1)  # its page done, more to come: the ticket keeps the slot
+    assert slots.used == 2 and slots.admit() is None
+    a.close()
+    assert slots.used == 1 and slots.admit() is not None
+
+
+def test_a_waiting_request_gets_its_own_slot_back_when_its_last_page_ends_no_deadlock():
+    import asyncio
+
+    from ocrbatch.serve.limits import PageSlots
+
+    async def scenario(tick):
+        slots = PageSlots(2)
+        a, b = slots.admit(), slots.admit()
+        assert a.try_take() and b.try_take()
+        wanting = asyncio.ensure_future(a.take())  # a second page of a: no slot free
+        await tick()
+        assert not wanting.done() and slots.waiting == 1 and slots.admit() is None
+        b.give(1)  # b's page ends; b keeps its slot for its next page
+        await tick()
+        assert not wanting.done()
+        a.give(1)  # a's own page ends: its kept slot serves its waiting page
+        await tick()
+        assert wanting.done() and slots.waiting == 0 and (a.held, a.busy) == (1, 1)
+        b.close()  # b is done: its kept slot is free
+        a.close()  # a has nothing left to submit: it holds only its running page's slot
+        assert slots.used == 1
+        a.give(1)
+        assert slots.used == 0
+    _steps(scenario)
+
+
+def test_freed_slots_go_to_the_longest_waiting_request_and_a_cancelled_wait_leaves_no_trace():
+    import asyncio
+
+    from ocrbatch.serve.limits import PageSlots
+
+    async def scenario(tick):
+        slots = PageSlots(3)
+        a, b, c = slots.admit(), slots.admit(), slots.admit()
+        for t in (a, b, c):
+            assert t.try_take()
+        first, second = asyncio.ensure_future(b.take()), asyncio.ensure_future(c.take())
+        await tick()
+        assert slots.waiting == 2
+        a.close()
+        a.give(1)  # a is done: its slot goes to b, which waited first
+        await tick()
+        assert first.done() and not second.done() and slots.used == 3
+        second.cancel()
+        await tick()
+        assert slots.waiting == 0 and (c.held, c.busy) == (1, 1)
+        for t in (b, c):
+            t.close()
+            t.give(t.busy)
+        assert slots.used == 0
+    _steps(scenario)
+
+
+def test_an_engine_stuck_on_every_device_fails_its_pages_and_stops_the_server_with_exit_8(tmp_path, pool):
+    """The gate never opens: after --stall-timeout the page in the stuck batch fails as stalled (500), the
+    request queued behind it is answered 503 rather than left waiting, and the server stops with exit 8 (to
+    be restarted) although the engine is still stuck."""
+    srv = Server(tmp_path, "--engine", "gate", "--stall-timeout", "3", "--max-wait-ms", "20")
+    try:
+        with srv.held():
+            first = pool.submit(srv.convert, png("stuck"))
+            until(lambda: srv.batches() == [1], "its batch to start")
+            behind = pool.submit(srv.convert, png("behind it"))
+            until(lambda: srv.metric("ocrbatch_http_requests_in_progress") == 2, "the second request admitted")
+            r = first.result()
+            assert r.status_code == 500 and "stalled" in r.json()["error"], r.text
+            r = behind.result()
+            assert r.status_code == 503 and "stuck on cpu" in r.json()["error"], r.text
+            assert srv.proc.wait(60) == 8
+        log = srv.log.read_text()
+        assert "stuck on cpu" in log and "Traceback" not in log, log
+    finally:
+        srv.stop()

@@ -30,7 +30,8 @@ from typing import Any, Hashable, Sequence
 from ..confidence import recognizer
 from ..config import available_cpus
 from ..errors import EngineLoadError
-from ..layout import lines_to_markdown
+from ..layout.markdown import page_markdown
+from ..layout.page import layout_page
 from ..layout.skew import lines_from_quads, skew_angle
 from ..pagejson import placed_lines
 from ..records import PageImage, PageOutput
@@ -229,8 +230,13 @@ class RapidOcrEngine(Engine):
         info: dict[str, Any] = {"path": "ocr", "lines": len(lines), "confidence": confidence.as_dict()}
         if turn:
             info["rotated"] = turn
+        layout = layout_page(lines, w, h, keep_furniture=self.options.keep_furniture)
+        if self.options.debug_layout:
+            from ..layout.debug import write_debug
+
+            write_debug(self.options.debug_layout, src.ref, layout, page.image[:, :, ::-1])
         laid_out: list = []
-        markdown = lines_to_markdown(lines, w, h, keep_furniture=self.options.keep_furniture, placed=laid_out)
+        markdown = page_markdown(layout, self.options.keep_furniture, placed=laid_out)
         geometry = placed_lines(laid_out, (w, h), skew=skew_angle(quads), turn=turn)
         return PageOutput(markdown=markdown, info=info, lines=geometry)
 

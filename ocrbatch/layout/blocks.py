@@ -1,224 +1,171 @@
-"""Rows in reading order → blocks: headings, paragraphs, list items, tables.
+"""The blocks stage: lines joined into rows, rows into blocks, the units that get ordered.
 
-Rules are relative to the page's own body text height `h`, so they hold at any resolution:
-- a *heading* is a short row, not ending like a sentence, that is taller than body text or stands
-  isolated and carries a section number ("2.1 Scope");
-- a *list item* starts with a bullet glyph or an enumerator; rows indented under it continue it;
-- a *paragraph* grows while rows follow at normal line spacing without an indent; a row that ends
-  short of the column's right edge ends the paragraph if it ends a sentence, else it is a hard line
-  break (verse, addresses, code, receipts keep their lines);
-- a row ending in dot leaders and a page number (a table of contents) keeps its own line;
-- text that runs off the bottom of a column continues at the top of the next one.
+A *row* is the pieces side by side on one line of text, up to a column separator (a table's row, a
+term with its description, a number with its line stay one row). A *block* is rows one under the next
+in one type size, at the leading of running text, aligned with each other (poppler's TextOutputDev
+builds its blocks this way, its gaps measured in the local font size): a paragraph, a column's run of
+text, a caption, a sidebar's list, a chart's labels. A row that lies under two blocks (a full-width
+line under two columns) starts a block of its own.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from statistics import median
 from typing import Sequence
 
-from .geometry import Row, core
-from .tables import Table, find_tables
+from ..records import TextLine
+from .columns import Separator, beside
+from .geometry import Box, Row, core, group_rows, ink, union
+from .params import LayoutParams
 
-_BULLET = re.compile(r"^(?:[•·●▪◦‣∙○■□➢►✓✔]\s*|[-–—*+]\s+)(?=\S)")
-_ENUM = re.compile(r"^\(?(?:\d{1,3}|[a-z]|[ivx]{1,4})[.)]\s+(?=\S)")
-_SECTION = re.compile(r"^\d{1,2}(?:\.\d{1,2})*\.?\s+[^\W\d_]")
-_SENTENCE_END = re.compile(r"[.!?:;]['\"’”)]*$")
-_HYPHENATED = re.compile(r"[^\W\d_]-$")
-_MARGIN = {("head",), ("foot",)}  # columns of running heads and feet (layout.order)
-_LEADER_END = re.compile(r"(?:[.·…]\s*){3,}\S{1,8}$")  # "Options . . . . 7": a contents entry
+CORE_MARGINS = 0.5  # gaps are measured between boxes' cores (middle halves): a quarter of each box is added back
+_TICK = re.compile(r"^[-+−]?\d[\d.,]*%?$")  # a tick value of a chart's axis: 80, 0.5, 2015, 25%
+_LABEL = re.compile(r"^[\W\d_]*\d[\W\d_]*$|^\S{1,6}$")  # a tick value, a unit, a one-word legend entry
 
 
 @dataclass
 class Block:
-    kind: str  # heading | para | item | table
-    lines: list[str] = field(default_factory=list)  # para: hard-broken lines; heading/item: one
-    level: int = 0  # heading level
-    marker: str = ""  # list item marker: "-" or "1."
-    table: Table | None = None
-    left: float = 0.0  # x of the block's text start
-    last: Row | None = None
+    """Rows read together, in order; `kind` is text, figure (a chart's labels) or furniture; `why`
+    says which stage set it apart."""
+
+    rows: list[Row]
+    kind: str = "text"
+    why: str = ""
+    column: tuple = ()
+    box: Box = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.box = union(r.box for r in self.rows)
+
+    def add(self, row: Row) -> None:
+        self.rows.append(row)
+        self.box = union((self.box, row.box))
+
+    @property
+    def size(self) -> float:
+        """The block's line height: its type size."""
+        return float(median(r.height for r in self.rows))
+
+    @property
+    def lines(self) -> list[TextLine]:
+        return [l for r in self.rows for l in r.lines]
 
 
-def build_blocks(rows: Sequence[Row], h: float) -> list[Block]:
-    if not rows:
-        return []
-    edges = _column_edges(rows)
-    brk = _paragraph_gap(rows, h)
-    tables = {start: (end, table) for start, end, table in find_tables(rows, h)}
+def rows_of(lines: Sequence[TextLine], seps: Sequence[Separator], p: LayoutParams) -> list[Row]:
+    """Lines on one visual row, cut at every separator between them and where the type size jumps."""
+    out: list[Row] = []
+    for row in group_rows(lines):
+        run = [row.lines[0]]
+        for prev, line in zip(row.lines, row.lines[1:]):
+            parted = any(s.between(ink(prev).box, ink(line).box) for s in seps)
+            jump = max(prev.height, line.height) > p.row_size_ratio * min(prev.height, line.height) \
+                and min(len(prev.text.strip()), len(line.text.strip())) > p.marker_chars  # (a bullet is small)
+            label = _TICK.match(prev.text.strip()) is not None and line.box[0] - prev.box[2] >= p.label_gap * line.height
+            if parted or jump or label:  # (a chart's tick value far left of the rest of its row stays apart)
+                out.append(Row(run))
+                run = []
+            run.append(line)
+        out.append(Row(run))
+    return sorted(out, key=lambda r: (core_top(r), r.x0))
+
+
+def core_top(row: Row) -> float:
+    return min(core(l)[0] for l in row.lines)
+
+
+def _core_bottom(row: Row) -> float:
+    return max(core(l)[1] for l in row.lines)
+
+
+def _x_overlap(a: Box, b: Box) -> float:
+    return min(a[2], b[2]) - max(a[0], b[0])
+
+
+def build_blocks(rows: Sequence[Row], seps: Sequence[Separator], h: float, p: LayoutParams) -> list[Block]:
+    """Rows (top to bottom) joined into blocks: each row joins the block whose last row is the nearest
+    above it in its extent, when the type size, leading and alignment agree, and when that row is over
+    it alone (a title across columns starts none of their blocks); else it starts a block."""
     blocks: list[Block] = []
-    i = 0
-    while i < len(rows):
-        if i in tables:
-            end, table = tables[i]
-            blocks.append(Block("table", table=table, last=rows[end - 1]))
-            i = end
-            continue
-        row = rows[i]
-        prev = rows[i - 1] if i > 0 else None
-        nxt = rows[i + 1] if i + 1 < len(rows) else None
-        text = row.text
-        cur = blocks[-1] if blocks else None
-        level = _heading_level(row, prev, nxt, h, edges, brk)
-        if level:
-            if (cur is not None and cur.kind == "heading" and cur.level == level and cur.last is not None
-                    and _gap(cur.last, row) <= 0.8 * h and cur.last.column == row.column):
-                cur.lines[0] += " " + text  # a heading wrapped over two rows
-                cur.last = row
-            else:
-                blocks.append(Block("heading", [text], level=level, left=row.x0, last=row))
-        elif (m := _BULLET.match(text)) or ((m := _ENUM.match(text)) and not _continues(cur, row, h, edges, brk)):
-            marker = m.group(0).strip()
-            marker = marker if _ENUM.match(text) else "-"
-            blocks.append(Block("item", [text[m.end():].strip()], marker=marker, left=row.x0, last=row))
-        elif cur is not None and cur.kind == "item" and _continues_item(cur, row, h, brk):
-            cur.lines[0] = _join(cur.lines[0], text)
-            cur.last = row
-        elif cur is not None and cur.kind == "para" and _continues(cur, row, h, edges, brk):
-            if _wraps(cur.last, row, edges, h) and not _is_form_row(cur.last, h) and not _is_form_row(row, h) \
-                    and not _LEADER_END.search(cur.last.text):
-                cur.lines[-1] = _join(cur.lines[-1], text)
-            else:
-                cur.lines.append(text)
-            cur.last = row
+    index = {id(r): k for k, r in enumerate(rows)}
+    for k, row in enumerate(rows):
+        home = _home(blocks, row, h, p)
+        if home is not None and _between(rows[index[id(home.rows[-1])] + 1:k], home, row, seps, p):
+            home = None  # another row lies in the space between, on this side of any gutter
+        if home is not None and any(_x_overlap(home.rows[-1].box, mate.box) > p.x_overlap * mate.height
+                                    for mate in _mates(rows, k, p)):
+            home = None  # the row above runs over other rows level with this one: it spans columns
+        if home is not None and joins(home, row, p) and _same_columns(home.rows[-1], row, seps, h, p):
+            home.add(row)
         else:
-            blocks.append(Block("para", [text], left=row.x0, last=row))
-        i += 1
+            blocks.append(Block([row]))
+    for block in blocks:
+        block.kind = "figure" if is_figure_text(block, p) else "text"
     return blocks
 
 
-def _column_edges(rows: Sequence[Row]) -> dict[tuple, tuple[float, float]]:
-    """Left and right text edge of each column: where most of its rows start and end."""
-    by_col: dict[tuple, list[Row]] = {}
-    for row in rows:
-        by_col.setdefault(row.column, []).append(row)
-    edges = {}
-    for col, rs in by_col.items():
-        x0s = sorted(r.x0 for r in rs)
-        x1s = sorted(r.x1 for r in rs)
-        edges[col] = (x0s[len(x0s) // 10], x1s[(9 * len(x1s)) // 10])
-    page = (min(r.x0 for r in rows), max(r.x1 for r in rows))
-    for col, rs in by_col.items():  # a running head, a lone title: measured against the page
-        if col in (("head",), ("foot",)) or len(rs) < 3:
-            edges[col] = page
-    return edges
+def _home(blocks: list[Block], row: Row, h: float, p: LayoutParams) -> Block | None:
+    """The block whose last row is the nearest above `row` in its extent, if no other is as near."""
+    above = [b for b in blocks if _x_overlap(b.rows[-1].box, row.box) > p.x_overlap * row.height
+             and _core_bottom(b.rows[-1]) <= core_top(row) + p.row_touch * row.height]
+    if not above:
+        return None
+    near = max(above, key=lambda b: _core_bottom(b.rows[-1]))
+    rivals = [b for b in above if b is not near
+              and _core_bottom(b.rows[-1]) >= _core_bottom(near.rows[-1]) - p.row_level * row.height]
+    return None if rivals else near
 
 
-def _paragraph_gap(rows: Sequence[Row], h: float) -> float:
-    """The space between two rows beyond which a new paragraph starts: a little more than the page's
-    usual space between the lines of a paragraph (generous leading is not a paragraph break), and
-    never less than 0.9 body heights."""
-    gaps = sorted(g for a, b in zip(rows, rows[1:]) if a.column == b.column and 0 < (g := _gap(a, b)) < 2 * h)
-    lead = gaps[len(gaps) // 2] if gaps else 0.5 * h
-    return max(0.9 * h, lead + 0.35 * h)
+def _between(others: Sequence[Row], block: Block, row: Row, seps: Sequence[Separator], p: LayoutParams) -> bool:
+    """Whether one of `others`, in the same type, lies in the white space between `block`'s last row
+    and `row` (the rows of a receipt: an item's name, its amounts on the next line to the right, the
+    next name; not a sidebar's smaller lines beside a paragraph), and no separator parts it from them."""
+    top, bottom = _core_bottom(block.rows[-1]), core_top(row)
+    return any(top <= core_top(o) and _core_bottom(o) <= bottom and o.height * p.block_size_ratio >= row.height
+               and not any(s.between(o.box, row.box) or s.between(row.box, o.box) for s in seps) for o in others)
 
 
-def _is_form_row(row: Row, h: float) -> bool:
-    """Text in separate cells (label and value, receipt columns): a line of its own, never joined."""
-    return len(row.cells(1.5 * h)) > 1
+def _mates(rows: Sequence[Row], k: int, p: LayoutParams) -> list[Row]:
+    """The other rows level with rows[k] (rows are sorted by their tops)."""
+    row = rows[k]
+    out = []
+    for step in (-1, 1):
+        j = k + step
+        while 0 <= j < len(rows) and abs(core_top(rows[j]) - core_top(row)) <= p.row_level * row.height:
+            out.append(rows[j])
+            j += step
+    return out
 
 
-def _gap(upper: Row, lower: Row) -> float:
-    """Vertical space between two rows, measured between their cores."""
-    return min(core(l)[0] for l in lower.lines) - max(core(l)[1] for l in upper.lines)
-
-
-def _top(row: Row) -> float:
-    return min(l.box[1] for l in row.lines)
-
-
-def _is_full(row: Row | None, edges, h: float) -> bool:
-    if row is None:
+def joins(block: Block, row: Row, p: LayoutParams) -> bool:
+    """Whether `row` carries on `block` (its last row right above it): same type size, the leading of
+    running text, and aligned with the block (within an indent; a block of two rows or more has its
+    width, which a row under it may pass by little)."""
+    last = block.rows[-1]
+    size = max(last.height, row.height)
+    if size > p.block_size_ratio * min(last.height, row.height):
         return False
-    left, right = edges[row.column]
-    return row.x1 >= right - max(2.0 * h, 0.06 * (right - left))
-
-
-def _wraps(last: Row, nxt: Row, edges, h: float) -> bool:
-    """Did the text wrap after `last`? Yes when it reaches the column's edge, or when the next row's
-    first word would not have fitted in the space left (ragged-right text)."""
-    if _is_full(last, edges, h):
-        return True
-    words = nxt.text.split()
-    if not words or nxt.column != last.column:
+    if core_top(row) - _core_bottom(last) > (p.block_leading + CORE_MARGINS) * size:
         return False
-    char_w = (nxt.x1 - nxt.x0) / max(1, len(nxt.text))
-    return last.x1 + char_w * (len(words[0]) + 1) > edges[last.column][1]
+    x0, _, x1, _ = block.box
+    if len(block.rows) >= 2:
+        slack = p.block_overhang * size
+        return row.x0 >= x0 - p.block_indent * size and row.x1 <= x1 + slack
+    return abs(row.x0 - x0) <= p.block_indent * size or abs(row.x1 - x1) <= p.block_overhang * size
 
 
-def _tall(row: Row, h: float) -> float:
-    return max(l.height for l in row.lines) / h
+def _same_columns(last: Row, row: Row, seps: Sequence[Separator], h: float, p: LayoutParams) -> bool:
+    """Whether two rows border the same separators: a block ends where the columns beside it do (the
+    end of balanced two-column sections, a figure's side)."""
+    reach = p.gutter_reach * h
+    cut = [s for s in seps if s.sections]
+    return {id(s) for s in cut if beside(s, last.box, reach)} == {id(s) for s in cut if beside(s, row.box, reach)}
 
 
-def _heading_level(row: Row, prev: Row | None, nxt: Row | None, h: float, edges, brk: float) -> int:
-    text = row.text
-    words = text.split()
-    if not words or len(words) > 14 or len(text) < 2 or _SENTENCE_END.search(text) or text.endswith((",", "-")):
-        return 0  # a heading does not end mid-sentence or mid-word
-    if "=" in text:
-        return 0  # a display equation: tall from its sub- and superscripts, not a title
-    if len(row.cells(1.0 * h)) > 1:
-        return 0
-    left, right = edges[row.column]
-    ratio = _tall(row, h)
-    if ratio < 1.5 and row.x1 - row.x0 > 0.8 * max(1.0, right - left):
-        return 0  # a full-width row in body-like type is prose; much larger type is a title however wide
-    if not any(c.isalpha() for c in text):
-        return 0
-    above = _gap(prev, row) if prev is not None and prev.column == row.column else 9 * h
-    below = _gap(row, nxt) if nxt is not None and nxt.column == row.column else 9 * h
-    isolated = above >= brk and below >= 0.6 * h
-    section = _SECTION.match(text)
-    if ratio >= 1.25 and (isolated or ratio >= 1.5):
-        if section:
-            return min(4, text.split()[0].rstrip(".").count(".") + 2) if ratio < 1.6 else 1
-        return 1 if ratio >= 1.6 else 2 if ratio >= 1.35 else 3
-    if section and isolated and text[0].isdigit():
-        return min(4, text.split()[0].rstrip(".").count(".") + 2)
-    if isolated and ratio >= 1.12 and len(words) <= 8 and text[0].isupper():
-        return 3  # a short line set apart, in slightly larger type: a run-in section title
-    return 0
-
-
-def _continues(cur: Block | None, row: Row, h: float, edges, brk: float) -> bool:
-    """Does `row` carry on paragraph `cur`?"""
-    if cur is None or cur.kind != "para" or cur.last is None:
+def is_figure_text(block: Block, p: LayoutParams) -> bool:
+    """A chart's labels: rows mostly of tick values, units and one-word legend entries."""
+    if len(block.rows) < 2:
         return False
-    last = cur.last
-    ratio = _tall(row, h) / max(0.1, _tall(last, h))
-    if not 0.7 <= ratio <= 1.45:
-        return False
-    if _MARGIN & {last.column[:1], row.column[:1]} and row.column != last.column:
-        return False  # a running head or foot is never part of the body's paragraphs
-    if row.column != last.column and _top(row) < _top(last):
-        # text that runs off the bottom of one column goes on at the top of the next
-        return _is_full(last, edges, h) and not _SENTENCE_END.search(last.text) and \
-            abs(row.x0 - edges[row.column][0]) <= 0.8 * h
-    if _gap(last, row) > brk:
-        return False
-    full, ended = _wraps(last, row, edges, h), _SENTENCE_END.search(last.text)
-    if row.x0 > cur.left + 0.8 * h and len(cur.lines) == 1 and cur.lines[0] == last.text and full and not ended:
-        cur.left = row.x0  # a hanging indent (description lists): the first line sticks out
-        return True
-    if full and _HYPHENATED.search(last.text) and row.text[:1].islower():
-        return True  # a word split over the line end
-    if row.x0 < cur.left - 1.0 * h or row.x0 > cur.left + 0.8 * h:
-        return False  # outdented, or an indented first line: a new paragraph
-    if not full and ended:
-        return False
-    return True
-
-
-def _continues_item(cur: Block, row: Row, h: float, brk: float) -> bool:
-    last = cur.last
-    if last is None or row.column != last.column or _gap(last, row) > brk:
-        return False
-    return row.x0 >= cur.left + 0.5 * h and row.x0 <= cur.left + 6 * h
-
-
-def _join(left: str, right: str) -> str:
-    """Join two lines of one paragraph, undoing end-of-line hyphenation ("exam-" + "ple")."""
-    if len(left) > 2 and left.endswith("-") and left[-2].isalpha() and right[:1].islower():
-        return left[:-1] + right
-    return f"{left} {right}"
-
+    labels = sum(1 for r in block.rows if len(r.text) <= p.figure_label_chars or _LABEL.match(r.text))
+    return labels >= p.figure_share * len(block.rows)

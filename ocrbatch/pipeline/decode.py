@@ -62,7 +62,7 @@ class PdfCache:
 
 
 def text_layer_page(ref: PageRef, dpi: int, pdfs: PdfCache, mode: str,
-                    keep_furniture: bool = False) -> PageResult | None:
+                    keep_furniture: bool = False, debug_layout: "str | Path | None" = None) -> PageResult | None:
     """The page's Markdown from its PDF text layer (`--text-layer auto|only`), as a finished result;
     None when the page should be read by the engine instead. With `only`, a page without a usable
     layer is a failed result rather than None. Furniture is left out unless `keep_furniture`."""
@@ -75,7 +75,7 @@ def text_layer_page(ref: PageRef, dpi: int, pdfs: PdfCache, mode: str,
     if ref.source.kind is Kind.PDF:
         try:
             text = pdfs.text(ref.source.path, ref.page - 1)
-            page = textlayer.page_markdown(text, dpi, keep_furniture)
+            page = textlayer.page_markdown(text, dpi, keep_furniture, debug_layout, ref)
             if page is not None:
                 info = {"path": "text-layer", "lines": page.lines, "confidence": confidence.text_layer().as_dict()}
                 if page.turn:
@@ -96,10 +96,11 @@ def text_layer_page(ref: PageRef, dpi: int, pdfs: PdfCache, mode: str,
 
 
 def read_page(ref: PageRef, dpi: int, pdfs: PdfCache, text_layer: str,
-              max_pixels: int = DEFAULT_MAX_PIXELS, keep_furniture: bool = False) -> PageImage | PageResult:
+              max_pixels: int = DEFAULT_MAX_PIXELS, keep_furniture: bool = False,
+              debug_layout: str | None = None) -> PageImage | PageResult:
     """The page as an image for the engine, or already finished: read from its PDF text layer, or failed
     (a one-line reason; a decoder's own bug fails this page only)."""
-    done = text_layer_page(ref, dpi, pdfs, text_layer, keep_furniture)
+    done = text_layer_page(ref, dpi, pdfs, text_layer, keep_furniture, debug_layout)
     if done is not None:
         return done
     try:
@@ -147,10 +148,11 @@ def rgb_copy(image):
 
 
 def read(ref: PageRef, dpi: int, pdfs: PdfCache, text_layer: str, front: Front,
-         max_pixels: int = DEFAULT_MAX_PIXELS, keep_furniture: bool = False) -> PageImage | PageResult:
+         max_pixels: int = DEFAULT_MAX_PIXELS, keep_furniture: bool = False,
+         debug_layout: str | None = None) -> PageImage | PageResult:
     """The page decoded and prepared by the engine's front (on this thread), or already finished: read from
     its text layer, or failed. EngineLoadError from `prepare` is raised (the engine cannot work at all)."""
-    page = read_page(ref, dpi, pdfs, text_layer, max_pixels, keep_furniture)
+    page = read_page(ref, dpi, pdfs, text_layer, max_pixels, keep_furniture, debug_layout)
     if isinstance(page, PageResult):
         return page
     return prepare(front, page)

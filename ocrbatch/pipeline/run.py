@@ -79,7 +79,8 @@ class _Run:
         try:
             decode.run(self.refs, self.reply.send, self.results, busy=lambda s: self.stats.add_busy("decode", s),
                        read_one=lambda r: decode.read(r, c.dpi, self.pdfs, c.text_layer, self.front, c.max_pixels,
-                                                      c.engine_options.keep_furniture))
+                                                      c.engine_options.keep_furniture,
+                                                      c.engine_options.debug_layout))
         finally:
             self.reply.sender_done()
 

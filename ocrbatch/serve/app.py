@@ -8,53 +8,71 @@
     GET  /healthz      the process answers
     GET  /readyz       the engine is loaded (503 while loading, or if it failed to load)
     GET  /metrics      Prometheus text
+
+A conversion, in order: refused at once if unauthorized, malformed, the server is not ready, shutting down or
+over --max-connections; admitted only if a page slot is free now (else 503, before the body is read: see
+limits.py); its body read onto disk (upload.py); its pages counted; then converted (pages.py) and answered
+whole or streamed (answer.py). Whatever ends it (an answer, an error, the client leaving, the drain deadline), its
+slots go back and its temporary folder is removed.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import logging
 import tempfile
 import time
-import uuid
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path, PurePosixPath
-from typing import Any, AsyncIterator
+from typing import Any
 
-import anyio
 from starlette.applications import Starlette
-from starlette.formparsers import MultiPartException, MultiPartParser
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..config import PageSelection
-from ..errors import DecodeError, EngineLoadError, UsageError
-from ..records import PageResult, Status
+from ..errors import DecodeError, UsageError
+from .answer import MARKDOWN, NDJSON, ROUTE, Job, Streamed, wants_lines
 from .config import ServeConfig
-from .limits import PageSlots, TooLarge, authorized, read_body
+from .guard import ConnectionGuard
+from .limits import PageSlots, Ticket, authorized
 from .metrics import CONTENT_TYPE, ServerMetrics
 from .pages import convert_pages
+from .upload import BadUpload, Gone, Stalled, TooLarge, Upload
 
 log = logging.getLogger("ocrbatch")
-NDJSON = "application/x-ndjson"
-MARKDOWN = "text/markdown"
 PRIORITIES = ("interactive", "bulk")
 
 
 @dataclass
 class ServerState:
-    """What the routes share: the converter, the limits, the metrics, the engine's load outcome."""
+    """What the routes share: the converter, the limits, the metrics, the engine's load outcome, the drain."""
 
     conv: Any  # ocrbatch.Converter
     config: ServeConfig
     slots: PageSlots
     metrics: ServerMetrics
+    guard: ConnectionGuard
     tmp: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="ocrbatch-serve-")))
-    load_error: str | None = None
+    broken: str | None = None  # why the engine cannot serve (it could not load, or it is stuck): the server stops
+    active: int = 0  # conversions admitted and not yet answered to the end
+    draining: bool = False  # SIGTERM came: no new conversions
+    drained: asyncio.Event = field(default_factory=asyncio.Event)  # --drain-s has passed since
+
+    def start_drain(self) -> None:
+        """From the event loop, when the server stops accepting: requests in flight get --drain-s (none when the
+        engine is broken: they could not finish)."""
+        if not self.draining:
+            self.draining = True
+            asyncio.get_running_loop().call_later(0 if self.broken else self.config.drain_s, self.drained.set)
+
+    def drain_message(self) -> str:
+        if self.broken is not None:
+            return f"the server is stopping: {self.broken}; retry on another instance"
+        return (f"the server is shutting down and --drain-s {self.config.drain_s:g} s passed before this request "
+                f"was finished; retry")
 
 
 def create_app(state: ServerState, lifespan=None) -> Starlette:
@@ -62,7 +80,7 @@ def create_app(state: ServerState, lifespan=None) -> Starlette:
         Route("/healthz", partial(_healthz, state), methods=["GET"]),
         Route("/readyz", partial(_readyz, state), methods=["GET"]),
         Route("/metrics", partial(_metrics, state), methods=["GET"]),
-        Route("/v1/convert", partial(_convert, state), methods=["POST"]),
+        Route(ROUTE, partial(_convert, state), methods=["POST"]),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.server = state
@@ -74,8 +92,8 @@ async def _healthz(state: ServerState, request: Request) -> Response:
 
 
 async def _readyz(state: ServerState, request: Request) -> Response:
-    if state.load_error is not None:
-        return _count(state, "/readyz", JSONResponse({"ready": False, "error": state.load_error}, 503))
+    if state.broken is not None:
+        return _count(state, "/readyz", JSONResponse({"ready": False, "error": state.broken}, 503))
     ready = bool(state.conv.loaded)
     body = {"ready": ready, "engine": state.conv.engine}
     return _count(state, "/readyz", JSONResponse(body, 200 if ready else 503))
@@ -95,11 +113,15 @@ def _error(state: ServerState, status: int, message: str, reason: str | None = N
            headers: dict[str, str] | None = None) -> Response:
     if reason is not None:
         state.metrics.rejected.labels(reason).inc()
-    return _count(state, "/v1/convert", JSONResponse({"error": message}, status, headers=headers))
+    return _count(state, ROUTE, JSONResponse({"error": message}, status, headers=headers))
 
 
-async def _convert(state: ServerState, request: Request) -> Response:
-    started = time.monotonic()
+def _busy(state: ServerState, message: str, reason: str) -> Response:
+    return _error(state, 503, message, reason, {"Retry-After": str(state.config.retry_after_s)})
+
+
+def _refused(state: ServerState, request: Request) -> Response | None:
+    """The answer to a request refused before any work (nothing read, nothing held), or None."""
     cfg = state.config
     if not authorized(request, cfg.token):
         return _error(state, 401, "a bearer token is needed: Authorization: Bearer TOKEN", "unauthorized",
@@ -107,76 +129,100 @@ async def _convert(state: ServerState, request: Request) -> Response:
     priority = request.query_params.get("priority", "interactive")
     if priority not in PRIORITIES:
         return _error(state, 400, f"priority {priority!r}: choose interactive or bulk", "bad_request")
-    selection = None
     if request.query_params.get("pages"):
         try:
-            selection = PageSelection.parse(request.query_params["pages"])
+            PageSelection.parse(request.query_params["pages"])
         except UsageError as exc:
             return _error(state, 400, str(exc).replace("--pages", "pages"), "bad_request")
+    if state.broken is not None:
+        return _error(state, 503, state.broken, "not_ready")
+    if state.draining:
+        return _busy(state, "the server is shutting down; retry on another instance", "draining")
+    if state.guard.over():
+        return _busy(state, f"busy: more than {state.guard.limit} connections (--max-connections) are open; "
+                            "retry later", "connections")
+    return None
+
+
+async def _convert(state: ServerState, request: Request) -> Response:
+    started = time.monotonic()
+    refused = _refused(state, request)
+    if refused is not None:
+        return refused
+    ticket = state.slots.admit()  # the check and the take in one step: a burst cannot pass --max-queue
+    if ticket is None:
+        return _busy(state, f"busy: {state.config.max_queue} pages (--max-queue) are already held; retry later",
+                     "queue_full")
+    state.active += 1  # until the request's end: _admitted's finally, or its job's close()
+    work = asyncio.ensure_future(_admitted(state, request, ticket, Upload(state.tmp), started))
+    over = asyncio.ensure_future(state.drained.wait())
     try:
-        body = await read_body(request, cfg.max_upload_bytes)
-    except TooLarge:
-        return _error(state, 413, f"the upload is over --max-upload-mb {cfg.max_upload_mb:g} MB", "too_large")
-    name, data = "upload", body
-    if request.headers.get("content-type", "").startswith("multipart/form-data"):
-        try:
-            form = await MultiPartParser(request.headers, _once(body), max_files=1).parse()
-        except MultiPartException as exc:
-            return _error(state, 400, f"cannot read the multipart body: {exc.message}", "bad_request")
-        upload = form.get("file")
-        if upload is None or isinstance(upload, str):
-            await form.close()
-            return _error(state, 400, "multipart upload without a file field named 'file'", "bad_request")
-        name = PurePosixPath((upload.filename or "").replace("\\", "/")).name
-        name = name if name not in ("", ".", "..") else "upload"
-        data = await upload.read()
-        await form.close()
-    if state.load_error is not None:
-        return _error(state, 503, f"the engine could not be loaded: {state.load_error}", "not_ready")
-    if not state.slots.has_room():
-        return _error(state, 503, f"busy: {cfg.max_queue} pages (--max-queue) are already waiting; retry later",
-                      "queue_full", {"Retry-After": str(cfg.retry_after_s)})
-    path = state.tmp / uuid.uuid4().hex / name  # the engine and messages see the upload's own name
-    handed_over = False  # to the job, which removes the file when the response is over
+        await asyncio.wait({work, over}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        over.cancel()
+        if not work.done():  # the drain is over (or we are cancelled): the work's own finally cleans up
+            work.cancel()
+            await asyncio.gather(work, return_exceptions=True)
+    if not work.cancelled():
+        return work.result()
+    return _error(state, 503, state.drain_message(), "drained")
+
+
+async def _admitted(state: ServerState, request: Request, ticket: Ticket, upload: Upload,
+                    started: float) -> Response:
+    """An admitted request: its body onto disk, its pages counted, then converted (the job owns the ticket
+    and the upload from then on)."""
+    cfg = state.config
+    handed_over = False
     try:
-        await asyncio.to_thread(_spill, path, data)
-        del body, data  # the file holds it now; a long conversion need not keep it in memory
         try:
-            count, multipage = await asyncio.to_thread(_probe, path, name)
+            await upload.receive(request, cfg.max_upload_bytes, cfg.body_timeout_s)
+        except TooLarge:
+            return _error(state, 413, f"the upload is over --max-upload-mb {cfg.max_upload_mb:g} MB", "too_large")
+        except BadUpload as exc:
+            return _error(state, 400, str(exc), "bad_request")
+        except Stalled as exc:
+            state.metrics.cut.labels("body_timeout").inc()
+            log.info("POST %s from %s: cut after %g s without data (%s)", ROUTE, _client(request),
+                     cfg.body_timeout_s, exc)
+            return _error(state, 408, f"no data for {cfg.body_timeout_s:g} s (--body-timeout-s) after "
+                                      f"{exc.received} bytes of the body", None, {"Connection": "close"})
+        except Gone as exc:
+            log.warning("POST %s from %s: %s; counted as 499", ROUTE, _client(request), exc)
+            return _count(state, ROUTE, Response(status_code=499))
+        except OSError as exc:
+            log.error("cannot store an upload in %s: %s", state.tmp, exc)
+            return _busy(state, f"the server cannot store the upload now ({exc.strerror or exc})", "storage")
+        name = upload.name
+        try:
+            count, multipage = await asyncio.to_thread(_probe, upload.path, name)
         except DecodeError as exc:
             return _error(state, 422, f"{name}: {exc}", "unreadable")
-        numbers = selection.select(count) if selection else list(range(1, count + 1))
+        pages_param = request.query_params.get("pages")
+        numbers = PageSelection.parse(pages_param).select(count) if pages_param else list(range(1, count + 1))
         if not numbers:
-            return _error(state, 422, f"{name}: pages {request.query_params['pages']} selects none of its "
-                                      f"{count} page(s)", "unreadable")
-        pages = convert_pages(state.conv, state.slots, path, name, numbers, priority, cfg.window,
+            return _error(state, 422, f"{name}: pages {pages_param} selects none of its {count} page(s)",
+                          "unreadable")
+        priority = request.query_params.get("priority", "interactive")
+        pages = convert_pages(state.conv, ticket, upload.path, name, numbers, priority, cfg.window,
                               lambda n: state.metrics.pages.labels("cancelled").inc(n))
-        handed_over = True
-        job = _Job(state, request, pages, path, name, multipage, priority, started)
+        job = Job(state, request, pages, ticket, upload, multipage, priority, started)
         if wants_lines(request):
             job.lines = {"engine": state.conv.engine, "dpi": state.conv.dpi}
+        handed_over = True
         accept = request.headers.get("accept", "")
         if NDJSON in accept:
-            return StreamingResponse(job.ndjson(), media_type=NDJSON)
+            return Streamed(job)
         return await job.whole(markdown=MARKDOWN in accept and "application/json" not in accept)
     finally:
         if not handed_over:
-            _remove(path)
+            ticket.close()
+            upload.remove()
+            state.active -= 1
 
 
-async def _once(body: bytes) -> AsyncIterator[bytes]:
-    yield body
-
-
-def _spill(path: Path, data: bytes) -> None:
-    path.parent.mkdir()
-    path.write_bytes(data)
-
-
-def _remove(path: Path) -> None:
-    path.unlink(missing_ok=True)
-    with contextlib.suppress(OSError):
-        path.parent.rmdir()
+def _client(request: Request) -> str:
+    return f"{request.client.host}:{request.client.port}" if request.client else "a client"
 
 
 def _probe(path: Path, name: str) -> tuple[int, bool]:
@@ -186,135 +232,3 @@ def _probe(path: Path, name: str) -> tuple[int, bool]:
 
     kind, count, _ = discover.probe(discover.Candidate(path, name, PurePosixPath(name)))
     return count, kind is Kind.PDF or (kind is Kind.TIFF and count > 1)
-
-
-def page_entry(page: int, result: PageResult, lines: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A page in the JSON and NDJSON answers; `lines` (format=lines): the page JSON's fields (pagejson.py)."""
-    conf = result.info.get("confidence")
-    entry = {"page": page, "status": result.status.value, "markdown": result.markdown,
-             "error": result.message, "timings": {k: round(v, 4) for k, v in result.timings.items()},
-             "confidence": conf}
-    if lines is not None and result.ref is not None and result.status in (Status.OK, Status.TRUNCATED):
-        from ..pagejson import page_json
-
-        entry["lines"] = page_json(result, lines["engine"], dpi=lines["dpi"] if result.ref.source.kind.value == "pdf"
-                                   else None)
-    return entry
-
-
-def wants_lines(request: Request) -> bool:
-    """`?format=lines`, or `Accept: application/json; format=lines` (or application/x-ndjson; format=lines)."""
-    if request.query_params.get("format") == "lines":
-        return True
-    return any(p.strip().replace(" ", "") == "format=lines" for part in request.headers.get("accept", "").split(",")
-               for p in part.split(";")[1:])
-
-
-class _Job:
-    """One request's pages on their way out; the client going away cancels the rest."""
-
-    def __init__(self, state: ServerState, request: Request, pages: AsyncIterator[tuple[int, PageResult]],
-                 path: Path, name: str, multipage: bool, priority: str, started: float) -> None:
-        self.state, self.request, self.pages, self.path = state, request, pages, path
-        self.name, self.multipage, self.priority, self.started = name, multipage, priority, started
-        self.lines: dict[str, Any] | None = None  # format=lines: the page JSON in each page's entry
-
-    def _seen(self, result: PageResult) -> None:
-        m = self.state.metrics
-        m.pages.labels(result.status.value).inc()
-        if "batch_size" in result.timings:
-            m.page_batch.observe(result.timings["batch_size"])
-
-    def _done(self, status: int | str) -> None:
-        self.state.metrics.requests.labels("/v1/convert", str(status)).inc()
-        if status == 200:
-            self.state.metrics.latency.labels(self.priority).observe(time.monotonic() - self.started)
-
-    async def _collect(self) -> list[tuple[int, PageResult]]:
-        out = []
-        async for page, result in self.pages:
-            self._seen(result)
-            out.append((page, result))
-        return out
-
-    async def whole(self, markdown: bool) -> Response:
-        collect = asyncio.ensure_future(self._collect())
-        gone = asyncio.ensure_future(_disconnected(self.request))
-        try:
-            await asyncio.wait({collect, gone}, return_when=asyncio.FIRST_COMPLETED)
-            if not collect.done():  # the client left: cancel its pages (pages' finally)
-                collect.cancel()
-                await asyncio.gather(collect, return_exceptions=True)
-                self._done(499)
-                return Response(status_code=499)
-            results = collect.result()
-        except EngineLoadError as exc:
-            self._done(503)
-            return JSONResponse({"error": f"the engine could not be loaded: {exc}"}, 503)
-        finally:
-            gone.cancel()
-            if not collect.done():  # we are being cancelled (the drain deadline passed)
-                collect.cancel()
-                await asyncio.gather(collect, return_exceptions=True)
-            await self.pages.aclose()
-            _remove(self.path)
-        status = 200
-        if all(r.status is Status.FAILED for _, r in results):
-            status = 500 if any("infer_s" in r.timings for _, r in results) else 422
-        self._done(status)
-        if status != 200 and not self.multipage:
-            return JSONResponse({"error": results[0][1].message}, status)
-        if markdown:
-            return PlainTextResponse(_markdown(results, self.multipage), status, media_type=MARKDOWN)
-        return JSONResponse({"name": self.name, "priority": self.priority,
-                             "failed": sum(r.status is Status.FAILED for _, r in results),
-                             "pages": [page_entry(p, r, self.lines) for p, r in results]}, status)
-
-    async def ndjson(self) -> AsyncIterator[bytes]:
-        gone = asyncio.ensure_future(_disconnected(self.request))
-        step: asyncio.Future | None = None
-        failed = n = 0
-        finished = False
-        try:
-            while True:
-                step = asyncio.ensure_future(anext(self.pages))
-                await asyncio.wait({step, gone}, return_when=asyncio.FIRST_COMPLETED)
-                if not step.done():  # the client left
-                    return
-                try:
-                    page, result = step.result()
-                except StopAsyncIteration:
-                    break
-                self._seen(result)
-                n += 1
-                failed += result.status is Status.FAILED
-                yield (json.dumps(page_entry(page, result, self.lines)) + "\n").encode()
-            yield (json.dumps({"done": True, "name": self.name, "pages": n, "failed": failed}) + "\n").encode()
-            finished = True
-        finally:
-            # Starlette may be cancelling us (it saw the disconnect first): finish the cleanup regardless.
-            with anyio.CancelScope(shield=True):
-                gone.cancel()
-                if step is not None and not step.done():
-                    step.cancel()  # the pages' own finally cancels what is left
-                    await asyncio.gather(step, return_exceptions=True)
-                await self.pages.aclose()
-                _remove(self.path)
-                self._done(200 if finished else 499)
-
-
-async def _disconnected(request: Request) -> None:
-    """Returns when the client has gone (the body is read already, so the next message is the disconnect)."""
-    while True:
-        message = await request.receive()
-        if message["type"] == "http.disconnect":
-            return
-
-
-def _markdown(results: list[tuple[int, PageResult]], multipage: bool) -> str:
-    parts = []
-    for page, r in results:
-        head = f"<!-- page {page} -->\n\n" if multipage else ""
-        body = r.markdown if r.status is not Status.FAILED else f"<!-- failed: {r.message} -->\n"
-        parts.append(head + body)
-    return "\n".join(parts)

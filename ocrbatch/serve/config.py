@@ -4,9 +4,12 @@ config.OPTIONS (scope serve)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Mapping
 
 from ..config import MAX_BATCH_START, OPTION, check
 from ..errors import UsageError
+
+TOKEN_ENV = OPTION["token"].env
 
 
 @dataclass(frozen=True)
@@ -19,13 +22,27 @@ class ServeConfig:
     token: str | None = OPTION["token"].default  # bearer token for /v1/*; None: open
     drain_s: float = OPTION["drain_s"].default  # after SIGTERM, how long requests in flight may take to finish
     retry_after_s: int = 1  # the Retry-After of a 503
+    max_connections: int = OPTION["max_connections"].default  # beyond: only /healthz, /readyz, /metrics answered
+    header_timeout_s: float = OPTION["header_timeout_s"].default  # a request's first byte to its last header line
+    body_timeout_s: float = OPTION["body_timeout_s"].default  # the longest pause inside a body; then 408
 
     def __post_init__(self) -> None:
         check({"host": self.host, "port": self.port, "max_upload_mb": self.max_upload_mb,
-               "max_queue": self.max_queue, "token": self.token, "drain_s": self.drain_s})
+               "max_queue": self.max_queue, "token": self.token, "drain_s": self.drain_s,
+               "max_connections": self.max_connections, "header_timeout_s": self.header_timeout_s,
+               "body_timeout_s": self.body_timeout_s})
         if self.window < 1:
             raise UsageError("the per-request window must be at least 1 page")
 
     @property
     def max_upload_bytes(self) -> int:
         return int(self.max_upload_mb * 1024 * 1024)
+
+
+def token_from(given: str | None, environ: Mapping[str, str]) -> str | None:
+    """The bearer token as settled from --token and OCRBATCH_TOKEN (`given`), refusing the variable set but
+    empty: a template not filled in is a mistake, not a wish to serve without authentication (the table reads
+    an empty variable as unset)."""
+    if given is None and environ.get(TOKEN_ENV) is not None and not environ[TOKEN_ENV].strip():
+        raise UsageError(f"{TOKEN_ENV} is set but empty: give a token, or unset it to serve without one")
+    return given

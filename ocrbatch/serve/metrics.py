@@ -14,8 +14,10 @@ BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
 
 
 class ServerMetrics:
-    def __init__(self, stats: Callable[[], dict[str, Any]], slots: Callable[[], tuple[int, int]],
+    def __init__(self, stats: Callable[[], dict[str, Any]], slots: Any, guard: Any, active: Callable[[], int],
                  resources: Callable[[], Any] = lambda: None) -> None:
+        """`slots`: the PageSlots (used, capacity, waiting); `guard`: the ConnectionGuard (open, limit);
+        `active`: conversions in progress; all read at scrape time."""
         self.registry = CollectorRegistry()
         self.requests = Counter("ocrbatch_http_requests", "HTTP requests answered, by route and status code "
                                 "(status 499: the client went away first).", ["route", "status"],
@@ -29,15 +31,19 @@ class ServerMetrics:
                                     "batch they ran in.", buckets=BATCH_BUCKETS, registry=self.registry)
         self.rejected = Counter("ocrbatch_http_rejected", "Requests refused before any work, by reason.",
                                 ["reason"], registry=self.registry)
-        self.registry.register(_ConverterCollector(stats, slots, resources))
+        self.cut = Counter("ocrbatch_http_cut", "Connections the server closed on a slow or surplus client, by "
+                           "reason (header_timeout, body_timeout, connection_limit).", ["reason"],
+                           registry=self.registry)
+        self.registry.register(_ConverterCollector(stats, slots, guard, active, resources))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
 
 
 class _ConverterCollector:
-    def __init__(self, stats, slots, resources) -> None:
-        self._stats, self._slots, self._resources = stats, slots, resources
+    def __init__(self, stats, slots, guard, active, resources) -> None:
+        self._stats, self._slots, self._guard, self._resources = stats, slots, guard, resources
+        self._active = active
 
     def describe(self):
         return []  # read at scrape time only
@@ -52,10 +58,18 @@ class _ConverterCollector:
         yield depth
         yield _gauge("ocrbatch_pages_in_flight", "Pages submitted to the converter and not finished.",
                      s["in_flight"])
-        used, capacity = self._slots()
-        yield _gauge("ocrbatch_queue_used", "Pages the server holds for requests (decoding, waiting or running); "
-                     "a request that finds none free is answered 503.", used)
-        yield _gauge("ocrbatch_queue_capacity", "--max-queue: the most pages the server holds.", capacity)
+        slots, guard = self._slots, self._guard
+        yield _gauge("ocrbatch_queue_used", "Page slots held for requests (by pages decoding, waiting or running, "
+                     "and one by each admitted request whose next pages are not submitted yet); a request that "
+                     "finds none free is answered 503.", slots.used)
+        yield _gauge("ocrbatch_queue_capacity", "--max-queue: the most page slots held at once.", slots.capacity)
+        yield _gauge("ocrbatch_queue_waiting", "Admitted requests waiting for a slot for their next pages (at most "
+                     "--max-queue).", slots.waiting)
+        yield _gauge("ocrbatch_http_requests_in_progress", "Conversions admitted and not yet answered to the end.",
+                     self._active())
+        yield _gauge("ocrbatch_http_connections", "Open HTTP connections.", guard.open)
+        yield _gauge("ocrbatch_http_connections_limit", "--max-connections, as the open-file limit allows.",
+                     guard.limit)
         batches = CounterMetricFamily("ocrbatch_engine_batches", "Engine batches run since the server started.")
         batches.add_metric([], s["batches"])
         yield batches

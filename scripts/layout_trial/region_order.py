@@ -16,10 +16,12 @@ from __future__ import annotations
 from typing import Sequence
 
 from ocrbatch.records import TextLine
-from ocrbatch.layout.blocks import build_blocks
-from ocrbatch.layout.geometry import Box, Row, body_height, group_rows, union
+from ocrbatch.layout.furniture import is_margin_stamp
+from ocrbatch.layout.geometry import Box, Row, body_height, union
 from ocrbatch.layout.markdown import lines_to_markdown, render
-from ocrbatch.layout.order import is_margin_stamp, reading_order
+from ocrbatch.layout.page import layout_page
+from ocrbatch.layout.paragraphs import build_blocks
+from ocrbatch.layout.params import PARAMS
 from .regions import INPUT_H, INPUT_W, LayoutRegion
 
 MIN_HELD = 0.8  # share of the page's lines that the regions must hold for their order to be used
@@ -35,7 +37,7 @@ def regions_to_markdown(lines: Sequence[TextLine], regions: Sequence[LayoutRegio
     """Markdown for one page, as layout.lines_to_markdown, with the model's regions as a second opinion."""
     lines = [l for l in lines if l.text.strip()]
     if not keep_furniture:
-        lines = [l for l in lines if not is_margin_stamp(l, width)]
+        lines = [l for l in lines if not is_margin_stamp(l, width, PARAMS)]
     if not lines:
         return ""
     groups = assign(lines, dedupe(regions))
@@ -53,8 +55,8 @@ def regions_to_markdown(lines: Sequence[TextLine], regions: Sequence[LayoutRegio
             continue
         kind = region.kind if region is not None else "text"
         # inside a region our own order (a region the model drew round several columns stays readable)
-        for sub in reading_order(group, height):
-            for row in group_rows(sub.lines):
+        for sub in layout_page(group, width, height, keep_furniture=True).blocks:
+            for row in sub.rows:
                 if kind != "table" and len(row.lines) > 1:
                     row = Row([TextLine(row.text, row.box, min(l.score for l in row.lines))])
                 row.region, row.column = n, path + sub.column

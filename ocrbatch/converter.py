@@ -56,6 +56,7 @@ import dataclasses
 import os
 import tempfile
 import threading
+import time
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from pathlib import Path, PurePosixPath
 from typing import IO, Any, Iterable, Iterator, Mapping
@@ -87,6 +88,11 @@ class Converter:
         self._decoders: dict[str, decode.DecodePool] = {}  # per lane
         self._lock = threading.Lock()
         self._in_flight = 0
+        # Pages being read and prepared on the decode threads (id -> since when, reply): the decode watchdog
+        # answers one stuck there longer than the stall timeout (the device watchdog cannot see it).
+        self._decoding: dict[int, tuple[float, FutureReply, PageRef, str]] = {}
+        self._watchdog: threading.Thread | None = None
+        self._gave_up = False  # a decode thread is stuck: closing does not wait for it
         self._tmp: Path | None = None
         self._closed = False
 
@@ -109,7 +115,7 @@ class Converter:
                 return
             self._closed = True
         for pool in self._decoders.values():
-            pool.close()
+            pool.close(wait=not self._gave_up)
         if self._service is not None:
             self._service.close(wait=wait)
         if self._tmp is not None:
@@ -272,6 +278,8 @@ class Converter:
             if not reply.wanted():  # cancelled before it was read
                 reply.start()
                 return
+            with self._lock:
+                self._decoding[id(reply)] = (time.monotonic(), reply, ref if image is None else image.ref, priority)
             try:
                 page = decode.prepare(svc.front, image) if image is not None else \
                     decode.read(ref, t.dpi, pdfs, t.text_layer, svc.front, t.max_pixels,
@@ -283,9 +291,39 @@ class Converter:
                 svc.lanes.put(page)
             except Exception as exc:  # noqa: BLE001 - EngineLoadError, or the converter closing
                 reply.fail(exc)
+            finally:
+                with self._lock:
+                    self._decoding.pop(id(reply), None)
 
+        self._watch_decoding()
         self._decoders[priority].submit(job)
         return future
+
+    def _watch_decoding(self) -> None:
+        """Start the decode watchdog once: a page stuck being read or prepared for the stall timeout resolves as
+        failed (a later result for it is dropped), so no caller waits forever."""
+        with self._lock:
+            if self._watchdog is not None:
+                return
+            self._watchdog = threading.Thread(target=self._watch, name="decode-watchdog", daemon=True)
+        self._watchdog.start()
+
+    def _watch(self) -> None:
+        timeout = self._template.stall_timeout
+        while not self._closed:
+            time.sleep(min(1.0, timeout / 4))
+            now = time.monotonic()
+            with self._lock:
+                stuck = [(k, reply, ref, lane) for k, (since, reply, ref, lane) in self._decoding.items()
+                         if now - since > timeout]
+                for k, *_ in stuck:
+                    del self._decoding[k]
+                self._gave_up |= bool(stuck)
+            for _, reply, ref, lane in stuck:
+                self._decoders[lane].replace_stuck()  # the pages queued behind it go on
+                reply.deliver(PageResult(ref=ref, status=Status.FAILED,
+                                         error=f"stalled: reading or preparing the page took over {timeout:.0f} s "
+                                               "(stall_timeout)"))
 
     def _landed(self) -> None:
         with self._lock:

@@ -175,6 +175,17 @@ def check_deepseek(torch_found: Finding) -> Finding:
                                f"{transformers.__version__}; needs --model")
 
 
+def check_backends(transformers_found: Finding) -> Finding:
+    """Which deepseek-ocr2 backends load here (--backend), and why not."""
+    from .engines.deepseek_ocr2_vllm.engine import support, version
+
+    why = support(load=True)
+    vllm = f"--backend vllm: {version()} loads" if why is None else f"--backend vllm: no, {why}"
+    ready = (["transformers"] if transformers_found.ok else []) + (["vllm"] if why is None else [])
+    text = f"--backend transformers: {'loads' if transformers_found.ok else 'no (see deepseek-ocr2)'}; {vllm}"
+    return Finding("deepseek-ocr2 backends", bool(ready), text, {"available": ready, "vllm": why})
+
+
 def check_engines(torch_found: Finding) -> list[Finding]:
     from .config import EngineOptions
     from .engines import registry
@@ -256,7 +267,10 @@ def findings() -> list[Finding]:
     torch_found = check_torch()
     found = [check_python(), Finding("ocrbatch", None, __version__, {"version": __version__}), torch_found,
              check_gpus(), check_flash_attn(), check_quantize(), check_ray(), check_onnxruntime()]
-    found += check_engines(torch_found)
+    engines = check_engines(torch_found)
+    found += engines
+    found.append(check_backends(next((f for f in engines if f.name == "deepseek-ocr2"),
+                                     Finding("deepseek-ocr2", False, ""))))
     cache = hub_cache()
     found += [check_cached_model(m, cache) for m in model_ids()]
     return found

@@ -15,10 +15,15 @@ Steps, most telling first; each has a time it needs and is skipped when less is 
   5. step 2 in float32
   6. a random checkpoint of roughly the real size: save, load through from_pretrained, one batch of mixed
      pages; tokens/s and peak memory
+  7. both backends (--backend transformers and vllm) on one random checkpoint of the real size in the official
+     layout, through the whole pipeline, continuous scheduling, the same pages and the same drawn length mix:
+     pages/s and tokens/s side by side (vLLM must be importable by this Python: run with PYTHON=... set to
+     one that has `ocrbatch[vllm]`; else its row says why not)
 Random weights write noise: the figures are speed, memory and consistency, never accuracy.
 
-`--device cpu --quick` runs steps 1, 2, 4 and 5 on the CPU, and `--device cpu --quick --self-test` steps 2, 3
-and 6 with the tiny architecture: to check this script itself where there is no GPU.
+`--device cpu --quick` runs steps 1, 2, 4, 5 and 7 on the CPU (7 with the tiny architecture), and
+`--device cpu --quick --self-test` steps 2, 3, 6 and 7 with the tiny architecture: to check this script itself
+where there is no GPU. `--only backends` runs step 7 alone.
 """
 
 from __future__ import annotations
@@ -269,6 +274,75 @@ def step_real_size(work: Path, pages, device: str, max_new: int, budget: float, 
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def step_backends(work: Path, drawn: list[Path], count: int, device: str, max_new: int, rows: int, budget: float,
+                  real_size: bool) -> None:
+    """Both backends through `ocrbatch.pipeline.run` on the same checkpoint, `count` pages (the drawn ones, cycled)
+    and drawn lengths."""
+    import torch
+
+    from ocrbatch.bench import draw_lengths
+    from ocrbatch.config import EngineOptions, RunConfig
+    from ocrbatch.engines.deepseek_ocr2.synthetic import build
+    from ocrbatch.engines.deepseek_ocr2_vllm.engine import support, version
+    from ocrbatch.pipeline.run import run
+
+    (work / "backend-pages").mkdir(exist_ok=True)
+    paths = [Path(shutil.copy(drawn[i % len(drawn)], work / "backend-pages" / f"{i:03d}.png")) for i in range(count)]
+    folder = work / "backends-model"
+    t = time.monotonic()
+    build(folder, real_size=real_size, device=device if real_size else "cpu",
+          dtype=torch.bfloat16 if real_size else None, layout="official")
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
+    lengths = draw_lengths([p.name for p in paths], max_new)
+    say("backends", model="real-size random" if real_size else "tiny random", layout="official",
+        pages=len(paths), max_new_tokens=max_new, rows=rows,
+        median_tokens=sorted(n for _, n in lengths)[len(lengths) // 2] if lengths else None,
+        to_limit=len(paths) - len(lengths), build_s=round(time.monotonic() - t, 1))
+    table = []
+    for backend in ("transformers", "vllm"):
+        why = support(load=True) if backend == "vllm" else None
+        if why is None and left(budget) < (60 if real_size else 20):
+            why = f"only {left(budget):.0f}s left of the budget"
+        if why is not None:
+            say(f"backend_{backend}", skipped=why)
+            table.append((backend, None, None, None, why))
+            continue
+        options = EngineOptions(model=str(folder), max_new_tokens=max_new, page_lengths=lengths, backend=backend,
+                                schedule="continuous", threads=1 if device == "cpu" else None)
+        config = RunConfig(inputs=tuple(str(p) for p in paths), output=work / f"backends-{backend}",
+                           engine="deepseek-ocr2", engine_options=options, devices=device, max_batch=rows,
+                           force=True)
+        t = time.monotonic()
+        summary = run(config)
+        wall = time.monotonic() - t
+        worker = summary.figures["infer_workers"][0]
+        done = summary.counts["ok"] + summary.counts["truncated"]
+        pages_s = done / worker["wall_s"] if worker["wall_s"] else None
+        tokens_s = worker["tokens"] / worker["wall_s"] if worker["wall_s"] and worker["tokens"] else None
+        facts = {k: summary.engine.get(k) for k in ("dtype", "vllm") if summary.engine.get(k)}
+        say(f"backend_{backend}", pages=done, failed=summary.counts["failed"], load_and_run_s=round(wall, 1),
+            busy_s=round(worker["wall_s"], 1), pages_per_s=_round(pages_s, 3), tokens_per_s=_round(tokens_s, 1),
+            **facts)
+        table.append((backend, pages_s, tokens_s, worker["wall_s"], version() if backend == "vllm" else ""))
+    print("gpu_check backends, side by side (same checkpoint, pages and length mix; continuous scheduling):")
+    print(f"  {'backend':<13} {'pages/s':>9} {'tokens/s':>10} {'busy_s':>8}  note")
+    for backend, pages_s, tokens_s, busy, note in table:
+        print(f"  {backend:<13} {_fmt(pages_s, 3):>9} {_fmt(tokens_s, 1):>10} {_fmt(busy, 1):>8}  {note}")
+    rates = {b: p for b, p, *_ in table if p}
+    if len(rates) == 2:
+        say("backends", vllm_over_transformers=round(rates["vllm"] / rates["transformers"], 2))
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _round(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def _fmt(value: float | None, digits: int) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
 def step_bench(device: str, budget_s: float, kill_after_s: float, self_test: bool) -> None:
     """`ocrbatch bench` in its own process (its GPU memory goes with it), its rows printed as each is measured:
     a run stopped at `kill_after_s` keeps the rows it had. `budget_s`: it starts no run after that."""
@@ -306,6 +380,7 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="fewer pages and tokens, no real-size model")
     ap.add_argument("--self-test", action="store_true",
                     help="with --device cpu: run the real-size step too, with the tiny architecture")
+    ap.add_argument("--only", choices=("backends",), help="run this step alone")
     args = ap.parse_args()
     BUDGET[0] = args.budget_s
 
@@ -356,6 +431,13 @@ def main() -> int:
             steps.append(("real_size", 150 if not args.self_test else 10, lambda: step_real_size(
                 work, real_pages, args.device, 16 if args.self_test else 256, args.budget_s,
                 real_size=not args.self_test)))
+        # Both backends, side by side: on a GPU the real size (64 pages, up to 1024 tokens each: the mix's median
+        # is 125), on a CPU the tiny architecture (6 pages, 32 tokens).
+        real = args.device.startswith("cuda") and not args.self_test
+        backends = ("backends", 150 if real else 30, lambda: step_backends(
+            work, drawn, 64 if real else 6, args.device, 1024 if real else 32, 64 if real else 4, args.budget_s,
+            real))
+        steps = [backends] if args.only == "backends" else steps + [backends]
         for name, needs_s, fn in steps:
             if left(args.budget_s) < needs_s:
                 say(name, skipped=f"only {left(args.budget_s):.0f}s left of the budget")

@@ -72,6 +72,10 @@ RELIABILITY = [
              ("tests/test_faults.py::test_a_converter_whose_engine_hangs_answers_its_callers_and_says_which_"
               "device_stalled",), "a stuck engine leaves a Converter's (a server's) callers waiting forever",
              timeout=120),
+    Mutation("decode-watchdog-off", "ocrbatch/converter.py",
+             "                         if now - since > timeout]\n", "                         if False]\n",
+             ("tests/test_faults.py::test_a_page_stuck_in_prepare_is_answered_and_closing_does_not_wait_for_it",),
+             "a page stuck in a Converter's decode thread leaves its caller waiting forever", timeout=120),
     Mutation("ledger-close-out-off", "ocrbatch/pipeline/run.py",
              "        left = self.ledger.close_out(why)\n", "        left = []\n",
              ("tests/test_faults.py::test_a_hung_engine_is_failed_by_the_watchdog_with_a_whole_manifest",

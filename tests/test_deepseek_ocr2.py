@@ -237,7 +237,7 @@ def test_bad_setups_fail_with_one_clear_line(case, tiny, tmp_path, monkeypatch):
         folder.mkdir()
         (folder / "config.json").write_text('{"model_type": "gpt2"}')
         args += ["--model", folder]
-        code, words = 5, ["not a transformers-format DeepSeek-OCR-2 checkpoint", "'gpt2'"]
+        code, words = 5, ["not a DeepSeek-OCR-2 checkpoint", "'gpt2'"]
     elif case == "missing-weights":
         from safetensors.torch import load_file, save_file
 

@@ -41,6 +41,10 @@ def test_doctor_json_reports_the_install_and_exits_0(tmp_path):
     assert checks["rapidocr"]["ok"] is True and "works" in checks["rapidocr"]["detail"]
     assert checks["fake"]["ok"] is True
     assert isinstance(checks["deepseek-ocr2"]["ok"], bool) and checks["deepseek-ocr2"]["detail"]
+    backends = checks["deepseek-ocr2 backends"]  # which --backend loads here, and why not
+    assert ("vllm" in backends["available"]) is (backends["vllm"] is None)
+    if importlib.util.find_spec("vllm") is None:
+        assert "vLLM is not installed" in backends["vllm"] and "ocrbatch[vllm]" in backends["detail"]
     assert "CPUExecutionProvider" in checks["onnxruntime"]["providers"]
     assert isinstance(checks["flash-attn"]["installed"], bool)
     assert checks["ray"]["installed"] is (importlib.util.find_spec("ray") is not None)

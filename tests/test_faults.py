@@ -373,3 +373,25 @@ def _served(path: Path, r) -> list[str]:
     entries = body.get("pages") or [{"status": "failed", "error": body["error"]}]
     return ["ok" if e["status"] in ("ok", "truncated") else "injected" if "injected" in (e["error"] or "")
             else "stalled" if "stalled" in (e["error"] or "") else f"other: {e['error']}" for e in entries]
+
+
+def test_a_page_stuck_in_prepare_is_answered_and_closing_does_not_wait_for_it(pages):
+    """A hang on a Converter's decode thread (reading or preparing the page) never reaches a device: the decode
+    watchdog answers it, and leaving the `with` block does not wait for the stuck thread."""
+    from concurrent.futures import wait
+
+    from ocrbatch import Converter
+
+    name, cls = _registered(FakeEngine, Fault(at="prepare", nth=1, kind="hang"))
+    t0 = time.monotonic()
+    try:
+        with Converter(engine=name, max_batch=2, workers=2, stall_timeout=2) as conv:
+            futures = [conv.submit(p) for p in pages[:3]]
+            done, pending = wait(futures, timeout=BOUND_S)
+    finally:
+        cls.tripwire.release_hangs()
+        registry.unregister(name)
+    assert not pending and time.monotonic() - t0 < BOUND_S
+    results = [f.result() for f in futures]
+    assert sorted(r.status.value for r in results) == ["failed", "ok", "ok"]
+    assert "stalled" in next(r.error for r in results if r.status.value == "failed")

@@ -196,10 +196,18 @@ class DecodePool:
 
     def __init__(self, threads: int, name: str = "decode") -> None:
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._name = name
         self._threads = [threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True)
                          for i in range(max(1, threads))]
         for t in self._threads:
             t.start()
+
+    def replace_stuck(self) -> None:
+        """A thread of the pool is stuck in a job (its page was given up): one more takes its place, so the jobs
+        queued behind it still run. The stuck one ends by itself if its job ever returns."""
+        t = threading.Thread(target=self._work, name=f"{self._name}-{len(self._threads)}", daemon=True)
+        self._threads.append(t)
+        t.start()
 
     def submit(self, job: Callable[[], None]) -> None:
         self._jobs.put(job)
@@ -211,8 +219,10 @@ class DecodePool:
             except Exception:  # noqa: BLE001 - a job answers its own errors; this is a last resort
                 log.exception("a decode job failed")
 
-    def close(self) -> None:
+    def close(self, wait: bool = True) -> None:
+        """No more jobs; with `wait`, the queued ones are done first (without: a stuck thread is left behind)."""
         for _ in self._threads:
             self._jobs.put(None)
-        for t in self._threads:
-            t.join()
+        if wait:
+            for t in self._threads:
+                t.join()

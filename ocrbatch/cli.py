@@ -39,10 +39,27 @@ class _StderrHandler(logging.Handler):
             self.handleError(record)
 
 
+class _FileLineHandler(logging.Handler):
+    """One timestamped line per finished file (the `ocrbatch.files` records, shown with -v)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            from .ui import plain
+
+            sys.stderr.write(plain.line("file", getattr(record, "fields", {"file": record.getMessage()})) + "\n")
+            sys.stderr.flush()
+        except Exception:  # noqa: BLE001 - logging must never break a run
+            self.handleError(record)
+
+
 def _setup_logging(quiet: bool, verbose: int) -> None:
     log.handlers[:] = [_StderrHandler()]
     log.propagate = False
     log.setLevel(logging.ERROR if quiet else logging.DEBUG if verbose else logging.WARNING)
+    files = logging.getLogger("ocrbatch.files")
+    files.handlers[:] = [_FileLineHandler()]
+    files.propagate = False
+    files.setLevel(logging.INFO if verbose and not quiet else logging.WARNING)
 
 
 def _version(value: bool) -> None:
@@ -133,7 +150,8 @@ def convert(inputs: list[str] = typer.Argument(..., help="Files, folders, or - t
         converter = Converter(**_converter_options(o))
         return _run_convert(converter, inputs, o["output"], pages=o["pages"], force=o["force"], null=o["null"],
                             as_json=o["json"], quiet=o["quiet"], progress=not o["no_progress"],
-                            log_every=o["log_every"], metrics_file=o["metrics_file"])
+                            log_every=o["log_every"], metrics_file=o["metrics_file"], verbose=o["verbose"],
+                            formats=o["format"], join=o["join"], review_below=o["review_below"])
 
     _exit_with(convert_all, o["verbose"], as_json=o["json"], output=o["output"])
 
@@ -170,19 +188,33 @@ def _print_error_json(code: int, error: str, output: Path | None) -> None:
 
 
 def _run_convert(converter, inputs: list[str], output: Path, *, pages: str | None, force: bool, null: bool,
-                 as_json: bool, quiet: bool, progress: bool, log_every: float, metrics_file: Path | None) -> ExitCode:
+                 as_json: bool, quiet: bool, progress: bool, log_every: float, metrics_file: Path | None,
+                 verbose: int = 0, formats: str = "md", join: bool = False,
+                 review_below: float | None = None) -> ExitCode:
     from .pipeline.signals import catch_stop_signals
+    from .ui.reporter import stderr_is_terminal
 
-    reporter = _reporter(quiet, progress, log_every, metrics_file, converter.engine, output)
-    with converter, reporter, catch_stop_signals():  # SIGINT/SIGTERM: stop taking pages, end with a summary
-        summary = converter.convert(inputs, output, pages=pages, force=force, null_separated=null,
-                                    stdin=sys.stdin if "-" in inputs else None, watch=reporter.watch)
-        reporter.finish(summary)
+    to_stdout = str(output) == "-"
+    follow, work = (_stdout_run(inputs, as_json, formats, join) if to_stdout else (None, output))
+    reporter = _reporter(quiet, progress, log_every, metrics_file, converter.engine, output, verbose)
+    try:
+        with converter, reporter, catch_stop_signals():  # SIGINT/SIGTERM: stop taking pages, end with a summary
+            summary = converter.convert(inputs, work, pages=pages, force=force, null_separated=null,
+                                        stdin=sys.stdin if "-" in inputs else None, watch=reporter.watch,
+                                        formats=formats, join=join, review_below=review_below, follow=follow)
+            if to_stdout:
+                summary.output = "-"
+            reporter.finish(summary)
+    finally:
+        if to_stdout:
+            import shutil
+
+            shutil.rmtree(work, ignore_errors=True)
     for source, key in summary.renamed:
         log.warning("%s: another input maps (now, or in an earlier run into %s) to the same output name; "
                     "written as %s", source, output, key)
-    if not quiet:
-        from .ui import print_summary
+    if not quiet and (verbose or stderr_is_terminal()):
+        from .ui import print_summary  # off a terminal without -v, the reporter's `finished` line is the summary
 
         print_summary(summary)
     if summary.stopped_by is not None:  # a signal or a write error ended the run before its end
@@ -192,13 +224,27 @@ def _run_convert(converter, inputs: list[str], output: Path, *, pages: str | Non
     return summary.exit_code
 
 
-def _reporter(quiet, progress, log_every, metrics_file, engine, output):
+def _stdout_run(inputs: list[str], as_json: bool, formats: str, join: bool):
+    """`-o -`: a printer of the pages to stdout, and the private folder the run writes into."""
+    import tempfile
+
+    from .pipeline.stdout import StdoutPrinter
+
+    for clash, why in ((as_json, "--json prints on stdout"), (join, "--join writes files"),
+                       ("json" in formats, "--format json writes files")):
+        if clash:
+            raise UsageError(f"-o - puts the Markdown on stdout; {why}: give -o a folder for that")
+    several = len(inputs) > 1 or any(i == "-" or Path(i).is_dir() for i in inputs)
+    return StdoutPrinter(sys.stdout.buffer, announce=several), Path(tempfile.mkdtemp(prefix="ocrbatch-stdout-"))
+
+
+def _reporter(quiet, progress, log_every, metrics_file, engine, output, verbose=0):
     from .metrics import MetricsFile
     from .ui import Reporter
 
     metrics = MetricsFile(metrics_file) if metrics_file is not None else None
     return Reporter(mode=Reporter.choose_mode(quiet=quiet, progress=progress), log_every=log_every,
-                    metrics=metrics, about={"engine": engine, "output": str(output)})
+                    metrics=metrics, about={"engine": engine, "output": str(output)}, verbose=bool(verbose))
 
 
 @app.command()

@@ -156,6 +156,26 @@ def _either(choices: Iterable[str]) -> str:
     return f"{', '.join(most)} or {last}" if most else last
 
 
+FORMATS = ("md", "json")  # --format: what each page is written as
+
+
+def parse_formats(text: "str | tuple[str, ...] | list[str]") -> tuple[str, ...]:
+    """--format md or md,json → ("md",) or ("md", "json"); UsageError otherwise."""
+    parts = [p.strip().lower() for p in (text.split(",") if isinstance(text, str) else text) if p.strip()]
+    formats = tuple(sorted(set(parts), key=lambda p: FORMATS.index(p) if p in FORMATS else len(FORMATS)))
+    why = _formats_problem(",".join(formats))
+    if why:
+        raise UsageError(f"--format {','.join(parts)}: {why}")
+    return formats
+
+
+def _formats_problem(text: str) -> str | None:
+    parts = [p.strip().lower() for p in text.split(",") if p.strip()]
+    if any(p not in FORMATS for p in parts) or "md" not in parts:
+        return "choose md or md,json (the Markdown is always written)"
+    return None
+
+
 def _pages_problem(text: str) -> str | None:
     try:
         PageSelection.parse(text)
@@ -225,6 +245,13 @@ OPTIONS: tuple[Option, ...] = (
            frozenset({RUN}), least=0, metavar="SECONDS"),
     Option("metrics_file", "path", None, "Keep Prometheus metrics here (node_exporter textfile format).",
            frozenset({RUN}), metavar="PATH"),
+    Option("format", "text", "md", "md, or md,json: also a NAME.json beside each page's Markdown (its lines, boxes, "
+           "scores, reading order; schema in ocrbatch/pagejson.py).", frozenset({RUN}), check=_formats_problem),
+    Option("join", "switch", False, "Also write one OUT/.../NAME.md per multi-page document, its pages joined with "
+           "<!-- page N --> separators.", frozenset({RUN})),
+    Option("review_below", "float", None, "List the pages whose confidence score is under SCORE (0-1) in the "
+           "summary (--json: \"review\").", frozenset({RUN}), metavar="SCORE", most=1.0,
+           check=lambda v: None if 0 < v <= 1 else "give a confidence between 0 and 1, e.g. 0.9"),
     # -- the server --------------------------------------------------------------------------------------
     Option("host", "text", "127.0.0.1", "Address to listen on (0.0.0.0: every interface).", frozenset({SERVE})),
     Option("port", "int", 8000, "Port to listen on (0: any free one, printed).", frozenset({SERVE}), short=("-p",),
@@ -380,10 +407,17 @@ class RunConfig:
     # The watchdog: pages in flight and none finished for this long → they fail, the run stops (exit 8). Long
     # enough for an 8,192-token page and its one retry on a slow GPU (a T4 decodes ~10 tokens/s per row).
     stall_timeout: float = _default("stall_timeout")
+    # What a run writes besides each page's Markdown (issue 22): `formats` ("md", or "md", "json": NAME.json beside
+    # each page, pagejson.py), `join` (one NAME.md per multi-page document, pipeline/outputs.py), `review_below`
+    # (pages whose confidence score is lower are listed in the summary: --json's "review").
+    formats: tuple[str, ...] = ("md",)
+    join: bool = _default("join")
+    review_below: float | None = _default("review_below")
 
     def __post_init__(self) -> None:
         if not self.inputs:
             raise UsageError("no inputs given")
+        parse_formats(self.formats)
         for part in (self, self.engine_options):  # every field that is an option (pages: parsed already)
             check({f.name: getattr(part, f.name) for f in fields(part) if f.name != "pages"})
         if self.ray_workers is not None and not self.ray:

@@ -20,8 +20,10 @@ Public API (everything a server needs; names are stable):
   two `convert` calls load it once. `load()` loads it now (raises EngineLoadError); `check()` runs the
   engine's own checks now without loading it (a server's start); `loaded` says whether every device is
   ready (a server's readiness).
-- `convert(inputs, output, *, pages=None, force=False, null_separated=False, stdin=None, watch=None)
-  -> Summary`: the CLI's run: the same files, manifest, resume and `summary.exit_code`; raises
+- `convert(inputs, output, *, pages=None, force=False, null_separated=False, stdin=None, watch=None,
+  formats="md", join=False, review_below=None, follow=None) -> Summary`: the CLI's run (`formats="md,json"`,
+  `join` and `review_below` as --format, --join and --review-below; `follow`, as pipeline/run.py says: how
+  `-o -` prints pages as they finish): the same files, manifest, resume and `summary.exit_code`; raises
   NoInputsError, UsageError, EngineLoadError, OutputLockedError as the CLI would exit 4, 2, 5, 6; a run
   that a full disk stopped returns its summary with `stopped_by` set (exit code 7). Its pages go in the
   bulk lane.
@@ -59,7 +61,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from pathlib import Path, PurePosixPath
 from typing import IO, Any, Iterable, Iterator, Mapping
 
-from .config import ENGINE, PageSelection, RunConfig, env_values, options_help, settle
+from .config import ENGINE, PageSelection, RunConfig, env_values, options_help, parse_formats, settle
 from .errors import UsageError
 from .records import Kind, PageImage, PageRef, PageResult, Source, Status
 from .pipeline import decode, discover
@@ -145,6 +147,11 @@ class Converter:
         return self._template.engine
 
     @property
+    def dpi(self) -> int:
+        """The resolution PDF pages are rendered at (their page JSON's `dpi`)."""
+        return self._template.dpi
+
+    @property
     def loaded(self) -> bool:
         svc = self._service
         return bool(svc is not None and svc.devices is not None and all(svc.devices.loaded))
@@ -152,12 +159,15 @@ class Converter:
     # -- a run, as the CLI does it ----------------------------------------------------------------------
     def convert(self, inputs: str | os.PathLike | Iterable[str | os.PathLike], output: str | os.PathLike, *,
                 pages: str | PageSelection | None = None, force: bool = False, null_separated: bool = False,
-                stdin: IO[str] | None = None, watch: Watch | None = None) -> Summary:
+                stdin: IO[str] | None = None, watch: Watch | None = None, formats: str | Iterable[str] = "md",
+                join: bool = False, review_below: float | None = None, follow: Any = None) -> Summary:
         config = dataclasses.replace(self._template, inputs=_names(inputs), output=Path(output),
-                                     pages=_selection(pages), force=force, null_separated=null_separated)
+                                     pages=_selection(pages), force=force, null_separated=null_separated,
+                                     formats=parse_formats(formats if isinstance(formats, str) else tuple(formats)),
+                                     join=join, review_below=review_below)
         if config.ray:  # engines live on the cluster's actors, made for each run
-            return run(config, stdin=stdin, watch=watch)
-        return run(config, stdin=stdin, watch=watch, service=self._svc)
+            return run(config, stdin=stdin, watch=watch, follow=follow)
+        return run(config, stdin=stdin, watch=watch, service=self._svc, follow=follow)
 
     # -- pages, one by one ------------------------------------------------------------------------------
     def submit(self, page: str | os.PathLike | bytes | Any, priority: str = "interactive", *,

@@ -26,7 +26,7 @@ from typing import Any, Iterator
 
 from . import atomic
 from .errors import OutputWriteError
-from .records import Kind, PageRef, PageResult, Status, page_output
+from .records import Kind, PageRef, PageResult, Source, Status, page_output
 
 log = logging.getLogger("ocrbatch")
 
@@ -213,6 +213,29 @@ class Manifest:
         if rec["output"] is not None:
             self._hold(rec["source"], rec["output"], rec["finished_at"])
         return rec
+
+    # -- documents (convert --join: pipeline/outputs.py) -------------------------------------------------
+    def page_record(self, source: Source, page: int) -> dict[str, Any] | None:
+        """The latest record of a page of this very file (same size and mtime) and engine; None if none."""
+        rec = self._get(str(source.path), page)
+        if rec is None or rec.get("engine") != self.engine_identity or rec.get("source_size") != source.size \
+                or rec.get("source_mtime_ns") != source.mtime_ns:
+            return None
+        return rec
+
+    def document_record(self, source: Source) -> dict[str, Any] | None:
+        """The record of the document's joined Markdown (--join), if it has one."""
+        rec = self._get(str(source.path), None)
+        return rec if rec is not None and isinstance(rec.get("joined"), list) else None
+
+    def record_document(self, source: Source, output: str, pages: list[int], engine_identity: str) -> None:
+        """The document's joined Markdown was written: one record for the document (page null), `joined` its
+        pages; its name is the source's, as its pages' are."""
+        rec = {"source": str(source.path), "page": None, "output": output, "status": Status.OK.value,
+               "engine": engine_identity, "error": None, "joined": pages, "source_size": source.size,
+               "source_mtime_ns": source.mtime_ns, "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        self._append(rec)
+        self._hold(rec["source"], output, rec["finished_at"])
 
     def _append(self, rec: dict[str, Any]) -> None:
         """Add one whole line; raises OutputWriteError (and leaves the file as it was) when it cannot."""

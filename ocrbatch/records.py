@@ -5,7 +5,10 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Hashable
+from typing import TYPE_CHECKING, Any, Hashable
+
+if TYPE_CHECKING:
+    from .confidence import Confidence
 
 
 class Kind(str, enum.Enum):
@@ -101,6 +104,31 @@ class Attachment:
     data: bytes
 
 
+Box = tuple[float, float, float, float]  # (x0, y0, x1, y1) in pixels, y growing down
+
+
+@dataclass(frozen=True)
+class PlacedLine:
+    """One line of a page as it was read and laid out: the line JSON of `--format json` (pagejson.py)."""
+
+    text: str
+    box: Box  # in pixels of the page as decoded (a PDF page as rendered at --dpi, an image as stored)
+    score: float | None = None  # the recognizer's (0..1); None: read from a text layer, or not scored
+    block: int | None = None  # the Markdown block it went into (numbered in reading order); None: left out
+    kind: str = "text"  # text; furniture (a running head, page number, margin stamp: left out of the
+    # Markdown unless --keep-furniture); DeepSeek-OCR-2: the label the model gave its block (title, table...)
+
+
+@dataclass(frozen=True)
+class PageLines:
+    """The geometry behind a page's Markdown: its size, its lines in reading order, its figures."""
+
+    width: int  # page pixels
+    height: int
+    lines: tuple[PlacedLine, ...] = ()  # in the order the Markdown gives them
+    figures: tuple[Box, ...] = ()  # regions kept as pictures (DeepSeek-OCR-2 writes them to images/)
+
+
 @dataclass
 class PageOutput:
     """What an engine returns for one page."""
@@ -109,6 +137,7 @@ class PageOutput:
     status: Status = Status.OK
     attachments: list[Attachment] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)  # engine-specific facts for the manifest
+    lines: PageLines | None = None  # None: the engine keeps no geometry (fake engines)
 
 
 @dataclass
@@ -124,6 +153,14 @@ class PageResult:
     source_path: str = ""
     timings: dict[str, float] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
+    lines: PageLines | None = None  # the page's lines and boxes (written with --format json)
+
+    @property
+    def confidence(self) -> "Confidence | None":
+        """How sure the engine was of this page (`info["confidence"]`, as the manifest keeps it)."""
+        from .confidence import Confidence
+
+        return Confidence.from_dict(self.info.get("confidence"))
 
     @property
     def message(self) -> str | None:

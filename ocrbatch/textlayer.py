@@ -17,8 +17,9 @@ import re
 from dataclasses import dataclass
 from .layout.markdown import page_markdown as page_markdown_of
 from .layout.page import layout_page
+from .pagejson import placed_lines
 from .pdfium import PageText
-from .records import TextLine
+from .records import PageLines, TextLine
 
 MIN_CHARS = 20  # fewer visible characters: an empty layer (or just a stamp on a scan)
 MAX_BAD = 0.1  # share of unmapped glyphs that makes a layer garbage
@@ -40,6 +41,7 @@ class TextLayerPage:
     lines: int
     chars: int
     turn: int = 0  # degrees the page was turned clockwise so its text runs left to right
+    geometry: PageLines | None = None  # the line segments in reading order, boxes on the page as rendered
 
 
 def unusable(text: PageText) -> str | None:
@@ -178,10 +180,14 @@ def page_markdown(text: PageText, dpi: float, keep_furniture: bool = False, debu
         return None
     scale = dpi / 72.0
     w, h = _turned_size(text, turn)
-    layout = layout_page(lines, int(w * scale), int(h * scale), keep_furniture=keep_furniture)
+    frame = (int(w * scale), int(h * scale))
+    layout = layout_page(lines, *frame, keep_furniture=keep_furniture)
     if debug_layout:
         from .layout.debug import write_debug
 
         write_debug(debug_layout, ref, layout, None)
-    md = page_markdown_of(layout, keep_furniture)
-    return TextLayerPage(md, len(lines), sum(len(l.text) for l in lines), turn)
+    laid_out: list = []
+    md = page_markdown_of(layout, keep_furniture, placed=laid_out)
+    # the lines' frame is the unrotated page turned `turn`; the rendered page is it turned by /Rotate
+    geometry = placed_lines(laid_out, frame, turn=(turn - text.rotation) % 360, scored=False)
+    return TextLayerPage(md, len(lines), sum(len(l.text) for l in lines), turn, geometry)

@@ -105,6 +105,10 @@ def test_rows_that_join_and_leave_get_the_tokens_of_a_single_page_generate(never
             assert max(widths) == rows  # never more rows than asked for
             for name, (gen, info) in got.items():
                 assert (gen.tokens, gen.ended) == (alone[name].tokens, alone[name].ended), (rows, name)
+                # each token's log-probability, as the page alone gets it (a confidence independent of its batch)
+                assert len(gen.logprobs) == len(gen.tokens) and all(p <= 0 for p in gen.logprobs)
+                assert gen.logprobs == pytest.approx(alone[name].logprobs, abs=1e-3), (rows, name)
+                assert gen.guard_fired == alone[name].guard_fired, (rows, name)
                 if name in ends:
                     assert gen.ended and len(gen.tokens) == ends[name]
             assert got["p4.png"][1].get("retried") and not got["p4.png"][0].ended
@@ -116,6 +120,28 @@ def test_rows_that_join_and_leave_get_the_tokens_of_a_single_page_generate(never
     finally:
         engine.release(pages)
         engine.close()
+
+
+def test_a_guard_that_fires_is_recorded_by_both_schedules(never_ends, tmp_path):
+    """The checkpoint loops; past the guard's n-gram length the guard bans what it wants next, and the page's
+    confidence says so (static `generate` and continuous rows alike); a short page never meets it."""
+    engine = engine_for(never_ends, {"p1.png": 5}, max_new=48)
+    pages = [engine.prepare(p) for p in pages_of(tmp_path, SIZES[:2])]
+    try:
+        first = generate_alone(engine, pages[0], GUARD)
+        retry = generate_alone(engine, pages[0], RETRY_GUARD)
+        short = generate_alone(engine, pages[1], GUARD)
+        decoder = engine.decoder()
+        decoder.add(pages)
+        got = {}
+        while not decoder.idle():
+            got.update((page.ref.source.path.name, gen) for page, gen, _ in decoder.step(rows=2))
+    finally:
+        engine.release(pages)
+        engine.close()
+    assert first.guard_fired and retry.guard_fired and not short.guard_fired
+    assert got["p0.png"].guard_fired and not got["p1.png"].guard_fired  # p0: its retry, as the page's result
+    assert got["p0.png"].logprobs == pytest.approx(retry.logprobs, abs=1e-3)
 
 
 def test_the_guard_per_row_bans_what_the_batch_guard_bans():
@@ -141,7 +167,7 @@ def test_static_and_continuous_engines_write_the_same_pages(never_ends, tmp_path
     from ocrbatch.records import Batch
 
     ends = {"p0.png": 2, "p1.png": 9, "p2.png": 4, "p3.png": 1, "p5.png": 6}
-    results = {}
+    results, confidence = {}, {}
     for schedule in ("static", "continuous"):
         engine = engine_for(never_ends, ends, max_new=10, schedule=schedule)
         pages = [engine.prepare(p) for p in pages_of(tmp_path / schedule)]
@@ -153,8 +179,14 @@ def test_static_and_continuous_engines_write_the_same_pages(never_ends, tmp_path
         finally:
             engine.close()
         results[schedule] = {r.ref.source.path.name: (r.markdown, r.status.value, r.info.get("tokens")) for r in out}
+        confidence[schedule] = {r.ref.source.path.name: r.confidence for r in out}
         assert worker.pages == 6 and engine._prep.pool.in_use() == 0  # every page's slots came back
     assert results["static"] == results["continuous"]
+    for name, conf in confidence["continuous"].items():  # the manifest's info.confidence, either way
+        other = confidence["static"][name]
+        assert conf.method == "tokens" and conf.tokens == results["continuous"][name][2] == other.tokens
+        assert conf.mean_logprob == pytest.approx(other.mean_logprob, abs=1e-3) and conf.min_logprob <= conf.mean_logprob
+        assert 0 < conf.score <= 1 and conf.guard_fired == other.guard_fired
     assert results["continuous"]["p4.png"][1] == "truncated"
     assert sorted(v[2] for k, v in results["continuous"].items() if k != "p4.png") == [1, 2, 4, 6, 9]
 

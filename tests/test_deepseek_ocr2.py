@@ -94,6 +94,10 @@ def test_real_pages_convert_the_same_with_max_batch_1_and_4(tiny, tmp_path):
     # Pages with equal crop counts travelled together; each page's Markdown is the same either way.
     assert [recs[p.name]["timings"]["batch_size"] for p in inputs] == [2, 2, 2, 2]
     assert [recs[p.name]["info"]["crops"] for p in inputs] == [2, 2, 3, 3]
+    for rec in recs.values():  # the model's own certainty of the tokens it chose (a random model: little)
+        conf = rec["info"]["confidence"]
+        assert conf["method"] == "tokens" and conf["tokens"] == rec["info"]["tokens"]
+        assert conf["min_logprob"] <= conf["mean_logprob"] < 0 and 0 < conf["score"] < 0.5
     for rec in recs.values():
         assert (one / rec["output"]).read_bytes() == (four / rec["output"]).read_bytes()
         assert (one / rec["output"]).read_bytes() == (tmp_path / "cont" / rec["output"]).read_bytes()
@@ -111,7 +115,11 @@ def test_pages_of_different_sizes_in_one_batch_equal_each_page_alone(tiny, tmp_p
     finally:
         engine.close()
     for a, b in zip(together, alone):
-        assert (a.markdown, a.status, a.info) == (b.markdown, b.status, b.info)
+        assert (a.markdown, a.status) == (b.markdown, b.status)
+        ca, cb = a.info.pop("confidence"), b.info.pop("confidence")
+        assert a.info == b.info
+        assert (ca["method"], ca["tokens"], ca["guard_fired"]) == ("tokens", a.info["tokens"], cb["guard_fired"])
+        assert ca["mean_logprob"] == pytest.approx(cb["mean_logprob"], abs=1e-3)
     assert [o.info["crops"] for o in together] == [0, 2, 3, 6]
     assert len({o.markdown for o in together}) > 1  # pages got their own outputs, not one shared answer
 

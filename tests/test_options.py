@@ -35,6 +35,8 @@ def sample(o: config.Option, other: bool = False):
         return str(value), value
     if o.kind == "float":
         value = (o.default or 1.0) + (2.5 if other else 1.5)
+        if o.most is not None and value > o.most:  # e.g. a score between 0 and 1
+            value = o.most * (0.5 if other else 0.75)
         return str(value), value
     if o.kind == "switch":
         return None, not o.default
@@ -43,7 +45,8 @@ def sample(o: config.Option, other: bool = False):
     if o.kind == "path":
         text = "/tmp/other" if other else "/tmp/one"
         return text, Path(text)
-    text = {"pages": "2-3,7" if other else "1-4"}.get(o.name, "other" if other else "one")
+    text = {"pages": "2-3,7" if other else "1-4", "format": "json,md" if other else "md,json"}.get(
+        o.name, "other" if other else "one")
     return text, text
 
 
@@ -57,6 +60,8 @@ def bad_value(o: config.Option) -> str | None:
         return "x-y"
     if o.name == "token":
         return "  "
+    if o.name == "format":
+        return "pdf"
     return BAD.get(o.kind)
 
 

@@ -308,7 +308,7 @@ def test_a_signal_keeps_the_batch_in_progress_and_ends_with_a_summary(good, tmp_
     proc.send_signal(signum)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == code, err
-    assert "summary" in err and f"stopped by {signal.Signals(signum).name}" in err
+    assert "ocrbatch: finished " in err and f"stopped by {signal.Signals(signum).name}" in err
     done = {(Path(r["source"]).name, r["page"]) for r in manifest(out) if r["status"] == "ok"}
     for line in in_progress:  # the batch that was in the engine when the signal came is kept
         name, page = line.rsplit(" ", 1)
@@ -347,7 +347,7 @@ def test_the_first_ctrl_c_stops_a_run_whose_engine_never_returns(good, tmp_path)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)  # waits out the grace period, then leaves the stuck batch
     assert proc.returncode == 130, err
-    assert "summary" in err and "stopped by SIGINT" in err
+    assert "ocrbatch: finished " in err and "stopped by SIGINT" in err
 
 
 # -- long names --------------------------------------------------------------------------------------------
@@ -558,7 +558,7 @@ def test_paths_on_stdin_are_converted_as_they_arrive_and_sigterm_ends_the_wait(g
             proc.kill()
             proc.stdin.close()
     text = err.read_text()
-    assert "stopped by SIGTERM" in text and "summary" in text
+    assert "stopped by SIGTERM" in text and "ocrbatch: finished " in text
     assert not lines_naming(text, "did not finish")  # it did not wait out the grace period for stdin
     assert statuses(out) == {"good1.png": "ok"}
 

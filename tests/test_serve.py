@@ -193,6 +193,29 @@ def test_a_pdf_streams_as_ndjson_one_line_per_page_then_done(server, tmp_path):
     assert lines[-1] == {"done": True, "name": "upload", "pages": 3, "failed": 0}
 
 
+def test_lines_and_boxes_come_with_format_lines_and_each_page_has_its_confidence(server, tmp_path):
+    import json
+
+    import jsonschema
+
+    from ocrbatch import pagejson
+    from test_layout_textlayer import article_page, write_pdf
+
+    born_digital = write_pdf(tmp_path / "a.pdf", [article_page()]).read_bytes()
+    plain = server.convert(born_digital).json()["pages"][0]
+    assert plain["confidence"] == {"method": "text-layer", "score": None} and "lines" not in plain
+    for how in ({"params": {"format": "lines"}}, {"headers": {"Accept": "application/json; format=lines"}}):
+        page = server.convert(born_digital, **how).json()["pages"][0]
+        jsonschema.validate(page["lines"], pagejson.SCHEMA)
+        assert page["lines"]["lines"][0]["text"] == "Results of the Study" and page["lines"]["dpi"] == 150
+        assert page["lines"]["width"] == 1275 and page["lines"]["confidence"]["method"] == "text-layer"
+    streamed = server.convert(born_digital, headers={"Accept": "application/x-ndjson; format=lines"})
+    first = json.loads(streamed.text.splitlines()[0])
+    assert first["lines"]["lines"][0]["text"] == "Results of the Study"
+    image = server.convert(png("hello"), params={"format": "lines"}).json()["pages"][0]  # an engine without lines
+    assert image["lines"]["lines"] == [] and image["confidence"] is None
+
+
 def test_unreadable_documents_are_422_with_the_clis_line(server, tmp_path):
     files = {"notes.txt": b"hello, not a document", "damaged.pdf": pdf(tmp_path, 2)[:300],
              "locked.pdf": encrypted_pdf(), "cut.png": png("cut short")[:400]}

@@ -54,15 +54,13 @@ def test_off_a_terminal_plain_lines_json_on_stdout_and_a_metrics_file(pages, tmp
 
     assert "\x1b" not in r.stderr  # no animation, no colour off a terminal
     lines = r.stderr.splitlines()
-    assert re.fullmatch(rf"{STAMP} ocrbatch: started engine=slow output=\S+", lines[0])
     progress = [ln for ln in lines if re.match(rf"{STAMP} ocrbatch: progress ", ln)]
     assert progress, r.stderr
     for key in ("pages=", "ok=", "failed=", "rate=", "avg_rate=", "eta=", "queue=decode:", "busy=decode:"):
         assert key in progress[-1]
-    finished = [ln for ln in lines if re.match(rf"{STAMP} ocrbatch: finished ", ln)]
-    assert len(finished) == 1 and "pages=6/6 ok=6 skipped=0 failed=0" in finished[0]
-    assert finished[0].endswith("exit_code=0")
-    assert "6 ok" in r.stderr and "stage busy" in r.stderr  # the summary table follows
+    # without -v: the progress lines and one summary line; no `started` line, no table
+    assert lines == progress + [lines[-1]], r.stderr
+    assert re.match(rf"{STAMP} ocrbatch: finished pages=6/6 ok=6 skipped=0 failed=0 .*exit_code=0$", lines[-1])
 
     m = metrics(prom)
     assert m[("ocrbatch_pages", (("status", "ok"),))] == 6
@@ -71,6 +69,28 @@ def test_off_a_terminal_plain_lines_json_on_stdout_and_a_metrics_file(pages, tmp
     assert m[("ocrbatch_last_success_timestamp_seconds", ())] >= m[("ocrbatch_run_start_timestamp_seconds", ())]
     assert ("ocrbatch_pages_per_second", (("window", "run"),)) in m
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary file left
+
+
+def test_off_a_terminal_a_short_run_says_one_line_and_v_adds_a_line_per_file_and_the_table(pages, tmp_path):
+    (pages / "doc.pdf").write_bytes(b"")  # a file that fails whole gets its line too
+    from conftest import save_pdf
+
+    save_pdf(pages / "two.pdf", [draw_page("one"), draw_page("two")])
+    quiet = run_slow("convert", str(pages), "-o", str(tmp_path / "a"), "--engine", "slow")
+    assert quiet.returncode == 3
+    lines = [ln for ln in quiet.stderr.splitlines() if not ln.startswith("ocrbatch: error: ")]
+    assert len(lines) == 1 and re.match(rf"{STAMP} ocrbatch: finished pages=9/9 ok=8 skipped=0 failed=1 ", lines[0])
+
+    loud = run_slow("convert", str(pages), "-o", str(tmp_path / "b"), "--engine", "slow", "-v")
+    assert loud.returncode == 3
+    lines = loud.stderr.splitlines()
+    assert re.fullmatch(rf"{STAMP} ocrbatch: started engine=slow output=\S+", lines[0])
+    files = [ln for ln in lines if re.match(rf"{STAMP} ocrbatch: file ", ln)]
+    assert len(files) == 8, loud.stderr  # six images, one PDF of two pages, one empty file
+    assert any(re.search(r"file=\S+two\.pdf pages=2 ok=2 output=two/$", ln) for ln in files), files
+    assert any(re.search(r"file=\S+p0\.png pages=1 ok=1 output=p0\.md$", ln) for ln in files), files
+    assert any(re.search(r"file=\S+doc\.pdf pages=0 failed=1$", ln) for ln in files), files
+    assert "8 ok" in loud.stderr and "stage busy" in loud.stderr  # the summary table
 
 
 def test_failed_pages_show_in_the_lines_and_keep_the_last_success(pages, tmp_path):

@@ -123,8 +123,11 @@ def test_summary_table_lists_counts_rates_stages_devices_and_engine():
                  "stage_busy_pct": {"decode": 3.0, "batch": 0.0, "infer": 97.4, "write": 0.2},
                  "gpus": [{"index": 0, "name": "NVIDIA H200", "util_mean_pct": 88.0, "vram_peak_mib": 31 * 1024,
                            "vram_total_mib": 143 * 1024}],
-                 "cpu_mean_pct": 120.0, "rss_peak_mib": 2048})
+                 "cpu_mean_pct": 120.0, "rss_peak_mib": 2048},
+        review_below=0.9, review=[{"source": "scans/receipt.jpg", "page": 1, "output": "receipt.md", "score": 0.71},
+                                  {"source": "scans/a.pdf", "page": 3, "output": "a/page-0003.md", "score": 0.86}])
     text = render(summary_table(summary))
+    assert "2 pages under confidence 0.9 (lowest: scans/receipt.jpg page 1, 0.710)" in text
     for figure in ("32 in 9 files: 28 ok, 1 skipped, 1 failed, 2 truncated", "0.41 pages/s", "1m16s",
                    "decode 3% · batch 0% · infer 97% · write 0%", "5, mean 6.2 pages",
                    "NVIDIA H200: utilization mean 88%, peak VRAM 31.0 of 143.0 GiB", "peak RSS 2.0 GiB",

@@ -27,11 +27,13 @@ from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any, Hashable, Sequence
 
+from ..confidence import recognizer
 from ..config import available_cpus
 from ..errors import EngineLoadError
 from ..layout.markdown import page_markdown
 from ..layout.page import layout_page
-from ..layout.skew import lines_from_quads
+from ..layout.skew import lines_from_quads, skew_angle
+from ..pagejson import placed_lines
 from ..records import PageImage, PageOutput
 from .base import Engine
 
@@ -221,17 +223,22 @@ class RapidOcrEngine(Engine):
         keep = [k for k, (t, s) in enumerate(zip(page.texts, page.scores)) if s >= MIN_SCORE and t.strip()]
         texts = clean_texts([page.texts[k] for k in keep])
         kept = [(page.quads[k], t, page.scores[k]) for k, t in zip(keep, texts) if t]
-        lines = lines_from_quads([q for q, _, _ in kept], [t for _, t, _ in kept], [s for _, _, s in kept],
-                                 w, h)
-        info: dict[str, Any] = {"path": "ocr", "lines": len(lines)}
-        if page.turn:
-            info["rotated"] = _CLOCKWISE[page.turn]
+        quads = [q for q, _, _ in kept]
+        lines = lines_from_quads(quads, [t for _, t, _ in kept], [s for _, _, s in kept], w, h)
+        turn = _CLOCKWISE.get(page.turn, 0)
+        confidence = recognizer([s for _, _, s in kept], [len(t) for _, t, _ in kept])
+        info: dict[str, Any] = {"path": "ocr", "lines": len(lines), "confidence": confidence.as_dict()}
+        if turn:
+            info["rotated"] = turn
         layout = layout_page(lines, w, h, keep_furniture=self.options.keep_furniture)
         if self.options.debug_layout:
             from ..layout.debug import write_debug
 
             write_debug(self.options.debug_layout, src.ref, layout, page.image[:, :, ::-1])
-        return PageOutput(markdown=page_markdown(layout, self.options.keep_furniture), info=info)
+        laid_out: list = []
+        markdown = page_markdown(layout, self.options.keep_furniture, placed=laid_out)
+        geometry = placed_lines(laid_out, (w, h), skew=skew_angle(quads), turn=turn)
+        return PageOutput(markdown=markdown, info=info, lines=geometry)
 
 
 def _odd(text: str) -> bool:

@@ -17,20 +17,48 @@ def lines_to_markdown(lines: Sequence[TextLine], width: int, height: int, keep_f
 
     Page furniture (running heads and feet, page numbers, stamps up the side margins) is left out
     unless `keep_furniture`."""
-    return page_markdown(layout_page(lines, width, height, keep_furniture, p), keep_furniture, p)
+    return page_markdown(layout_page(lines, width, height, keep_furniture, p), keep_furniture, p=p)
 
 
-def page_markdown(page: PageLayout, keep_furniture: bool = False, p: LayoutParams = PARAMS) -> str:
+def page_markdown(page: PageLayout, keep_furniture: bool = False,
+                  placed: list[tuple[TextLine, int | None, bool]] | None = None, p: LayoutParams = PARAMS) -> str:
     """The Markdown of a laid-out page: its ordered blocks' rows made into paragraphs, headings, lists
-    and tables."""
+    and tables. `placed`, when given, receives each line in reading order: (line, the number of the
+    Markdown block it went into, whether it is furniture left out, with no block)."""
     rows: list[Row] = []
+    order: list[Row | TextLine] = []  # rows, and the lines of furniture left out, in reading order
     for n, block in enumerate(page.blocks):
         if block.kind == "furniture" and not keep_furniture:
+            order += [line for row in block.rows for line in row.lines]
             continue
         for row in block.rows:
             row.region, row.column = n, block.column
             rows.append(row)
-    return render(build_blocks(rows, page.h, p)) if rows else ""
+            order.append(row)
+    blocks = build_blocks(rows, page.h, p) if rows else []
+    if placed is not None:
+        placed += _placed(order, rows, blocks)
+    return render(blocks)
+
+
+def _placed(order: list, rows: list[Row], blocks: Sequence[Block]) -> list[tuple[TextLine, int | None, bool]]:
+    """Each line of `order` with the number of the Markdown block its row went into (blocks take rows in turn,
+    each up to its `last`), or None for furniture left out."""
+    index = {id(r): i for i, r in enumerate(rows)}
+    block_of: dict[int, int] = {}
+    start = 0
+    for k, block in enumerate(blocks):
+        end = index.get(id(block.last), -1) if block.last is not None else -1
+        for i in range(start, end + 1):
+            block_of[i] = k
+        start = max(start, end + 1)
+    out: list[tuple[TextLine, int | None, bool]] = []
+    for item in order:
+        if isinstance(item, Row):
+            out += [(line, block_of.get(index[id(item)]), False) for line in item.lines]
+        else:
+            out.append((item, None, True))
+    return out
 
 
 def render(blocks: Sequence[Block]) -> str:

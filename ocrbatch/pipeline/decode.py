@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from .. import pdfium
+from .. import confidence, pdfium
 from ..engines.base import Front
 from ..errors import DecodeError, EngineLoadError, OcrbatchError, error_line
 from ..images import DEFAULT_MAX_PIXELS, check_size, open_image, to_rgb
@@ -77,11 +77,11 @@ def text_layer_page(ref: PageRef, dpi: int, pdfs: PdfCache, mode: str,
             text = pdfs.text(ref.source.path, ref.page - 1)
             page = textlayer.page_markdown(text, dpi, keep_furniture, debug_layout, ref)
             if page is not None:
-                info = {"path": "text-layer", "lines": page.lines}
+                info = {"path": "text-layer", "lines": page.lines, "confidence": confidence.text_layer().as_dict()}
                 if page.turn:
                     info["rotated"] = page.turn
                 return PageResult(ref=ref, status=Status.OK, markdown=page.markdown,
-                                  timings={"decode_s": time.perf_counter() - t0}, info=info)
+                                  timings={"decode_s": time.perf_counter() - t0}, info=info, lines=page.geometry)
             reason = textlayer.unusable(text) or "the text layer has no lines"
         except DecodeError as exc:
             reason = str(exc)

@@ -255,7 +255,8 @@ class InferWorker:
     def emit_output(self, page: PageImage, out: PageOutput | BaseException, timings: dict[str, float]) -> None:
         if isinstance(out, PageOutput):
             self._send(page, PageResult(ref=page.ref, status=out.status, markdown=out.markdown,
-                                        attachments=out.attachments, timings=timings, info=out.info))
+                                        attachments=out.attachments, timings=timings, info=out.info,
+                                        lines=out.lines))
         else:
             self._send(page, PageResult(ref=page.ref, status=Status.FAILED, error=error_line(out),
                                         timings=timings))

@@ -21,10 +21,11 @@ from ..errors import Interrupted, NoInputsError, OcrbatchError, OutputWriteError
 from ..manifest import Manifest
 from ..memory import return_large_buffers_to_os
 from ..records import PageRef, PageResult, Status
-from . import decode, discover, names, remote, signals, write
+from . import count, decode, discover, names, remote, signals, write
 from .lanes import RunReply
 from .ledger import LedgerQueue, PageLedger
 from .lock import OutputLock
+from .outputs import Outputs
 from .queue import ClosableQueue, stage_thread
 from .service import Service, lent
 from .stats import Snapshot, Stats, Summary, Watch, summary_dict
@@ -33,15 +34,20 @@ log = logging.getLogger("ocrbatch")
 
 
 class _Run:
-    def __init__(self, config: RunConfig, service: Service, stdin: IO[str] | None) -> None:
+    def __init__(self, config: RunConfig, service: Service, stdin: IO[str] | None, follow: Any = None) -> None:
         self.config, self.service, self.stdin, self.out = config, service, stdin, config.output
         self.front, self.lanes, self.devices = service.front, service.lanes, service.devices
         # furniture kept or not changes text-layer pages whatever the engine: resume never mixes the two
         ident = self.front.identity() + ("+furniture" if config.engine_options.keep_furniture else "")
         # --dpi and --text-layer change what a PDF page becomes: resume compares them too
         self.manifest = Manifest(self.out, ident, pdf_options={"dpi": config.dpi, "text_layer": config.text_layer})
-        self.writer = write.Writer(self.out, self.manifest, ident)
+        self.outputs = Outputs(self.out, self.manifest, ident, formats=config.formats, join=config.join,
+                               review_below=config.review_below, pages=config.pages, dpi=config.dpi,
+                               follow=follow.written if follow is not None else None)
+        self.follow = follow
+        self.writer = write.Writer(self.out, self.manifest, ident, self.outputs)
         self.found = discover.Discovery()
+        self.counter = count.PageCounter(config.inputs, config.pages, [self.out])  # the total ahead of discovery
         n_dec = 0 if config.ray else config.workers
         self.stats = Stats(workers={"decode": n_dec, "infer": len(service.device_names)})
         self.ledger = PageLedger()  # every page taken off `refs` gets exactly one record (ledger.py)
@@ -57,10 +63,16 @@ class _Run:
 
     # -- the stages, in data-flow order ----------------------------------------------------------
     def discover(self) -> None:
-        discover.run(self.config.inputs, self.refs, self.results, stdin=self.stdin, found=self.found,
+        refs, results = self.refs, self.results
+        if self.follow is not None:  # it sees what discovery hands on, in order
+            refs, results = _Seen(refs, self.follow.found), _Seen(results, self.follow.found)
+        discover.run(self.config.inputs, refs, results, stdin=self.stdin, found=self.found,
                      null_separated=self.config.null_separated, pages=self.config.pages, skip_dirs=[self.out],
-                     is_done=self.manifest.is_done, force=self.config.force, names=self.manifest,
+                     is_done=self._is_done, force=self.config.force, names=self.manifest,
                      name_max=_name_max(self.out))
+
+    def _is_done(self, ref: PageRef) -> bool:
+        return self.manifest.is_done(ref) and self.outputs.still_done(ref)
 
     def decode(self) -> None:  # → batch and infer, in the service
         c = self.config
@@ -109,6 +121,7 @@ class _Run:
             self.devices.watchers.append(self.stats)
         threads = [stage_thread(name, fn, on_error=self.stop) for name, fn in stages]
         if watch is not None:
+            self.counter.start()
             watch(self.snapshot)
         for t in threads:
             t.start()
@@ -124,6 +137,7 @@ class _Run:
                 t.join(timeout=5 if self.crash or self.aborted or not self.results.closed else None)
             if self.devices is not None:
                 self.devices.watchers.remove(self.stats)
+            self.counter.stop()
             self.close_out()
             self.pdfs.close()
             try:
@@ -169,8 +183,11 @@ class _Run:
 
     def snapshot(self) -> Snapshot:
         lanes, q = self.lanes, {"decode": self.refs, "write": self.results}
+        total, discovering = self.found.pages + self.writer.file_failures, not self.refs.closed
+        if discovering and self.counter.total is not None:  # counted ahead: the total is known
+            total, discovering = max(total, self.counter.total), False
         return self.stats.snapshot(
-            pages_total=self.found.pages + self.writer.file_failures, discovering=not self.refs.closed,
+            pages_total=total, discovering=discovering,
             done={s.value: n for s, n in self.writer.counts.items()}, last_error=self.writer.last_error,
             queue_depth={**{k: len(v) for k, v in q.items()}, "batch": len(lanes or ()), "infer": 0},
             queue_max={**{k: v.maxsize for k, v in q.items()}, "batch": getattr(lanes, "limit", 1), "infer": 1},
@@ -184,7 +201,22 @@ class _Run:
         return Summary(counts=snap.done, pages_total=snap.pages_total, sources=self.found.sources,
                        missing_inputs=list(self.found.missing_inputs), renamed=list(self.found.renamed),
                        engine={**self.service.describe(), **ray}, figures=summary_dict(snap),
-                       output=str(self.out), failures=self.failures, stopped_by=self.stopping)
+                       output=str(self.out), failures=self.failures, stopped_by=self.stopping,
+                       review_below=self.config.review_below, review=self.outputs.review_list())
+
+
+class _Seen:
+    """A queue as discovery uses it, each item shown to `seen` before it goes in."""
+
+    def __init__(self, queue: ClosableQueue, seen: Callable[[Any], None]) -> None:
+        self._queue, self._seen = queue, seen
+
+    def put(self, item: Any, *args: Any, **kw: Any) -> None:
+        self._seen(item)
+        self._queue.put(item, *args, **kw)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._queue, name)
 
 
 def _name_max(folder: Path) -> int:
@@ -196,10 +228,12 @@ def _name_max(folder: Path) -> int:
 
 
 def run(config: RunConfig, *, stdin: IO[str] | None = None, watch: Watch | None = None,
-        service: Callable[[], Service] | None = None) -> Summary:
+        service: Callable[[], Service] | None = None, follow: Any = None) -> Summary:
     """Convert everything `config` names; returns the summary; raises OcrbatchError subclasses. `watch` gets a
-    function that returns a fresh Snapshot; `service` gives the engine side (a Converter's), else one is made."""
+    function that returns a fresh Snapshot; `service` gives the engine side (a Converter's), else one is made;
+    `follow` (e.g. stdout.StdoutPrinter) sees each page ref and early result discovery hands on, in order
+    (`found`, on discovery's thread), and each result once written and recorded (`written`, on the writer's)."""
     write.check_output(config.output)
     return_large_buffers_to_os()  # peak memory flat in the page count (memory.py)
     with OutputLock(config.output), lent(config.service, service) as engine_side:  # one run per output folder
-        return _Run(config, engine_side, stdin).execute(watch)
+        return _Run(config, engine_side, stdin, follow).execute(watch)

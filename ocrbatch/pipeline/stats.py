@@ -238,6 +238,8 @@ class Summary:
     output: str
     failures: list[str] = field(default_factory=list)
     stopped_by: OcrbatchError | None = None  # a signal or a write error ended the run early
+    review_below: float | None = None  # --review-below
+    review: list[dict[str, Any]] = field(default_factory=list)  # the pages under it, lowest score first
 
     @property
     def exit_code(self) -> ExitCode:
@@ -261,6 +263,7 @@ class Summary:
             "failures": self.failures,
             "stopped_by": str(self.stopped_by) if self.stopped_by is not None else None,
             "error": str(self.stopped_by) if self.stopped_by is not None else None,
+            **({"review_below": self.review_below, "review": self.review} if self.review_below is not None else {}),
         }
 
 

@@ -19,13 +19,14 @@ from ..atomic import atomic_write, is_fatal
 from ..errors import OutputWriteError, UsageError
 from ..manifest import Manifest
 from ..records import PageResult, Status
+from .outputs import Outputs
 from .queue import ClosableQueue, Closed
 
 log = logging.getLogger("ocrbatch")
 
 
 class Writer:
-    def __init__(self, out_dir: Path, manifest: Manifest, engine_identity: str) -> None:
+    def __init__(self, out_dir: Path, manifest: Manifest, engine_identity: str, outputs: Outputs | None = None) -> None:
         self.out_dir = out_dir
         self.manifest = manifest
         self.engine_identity = engine_identity
@@ -33,11 +34,14 @@ class Writer:
         self.busy_s = 0.0
         self.last_error: str | None = None
         self.file_failures = 0  # whole files that failed before their pages were known
+        # page JSON, joined documents, the review list, a line per file (outputs.py)
+        self.outputs = outputs or Outputs(out_dir, manifest, engine_identity)
 
     def write(self, result: PageResult) -> None:
         t0 = time.perf_counter()
         if result.status in (Status.OK, Status.TRUNCATED) and result.ref is not None:
             try:
+                self.outputs.add_attachments(result)
                 for att in result.attachments:
                     atomic_write(self.out_dir / att.relpath, att.data)
                 text = result.markdown if result.markdown.endswith("\n") else result.markdown + "\n"
@@ -58,8 +62,9 @@ class Writer:
         elif result.status is Status.TRUNCATED and result.ref is not None:
             log.warning("%s: output truncated at the token limit", result.ref.label)
         result.timings["write_s"] = time.perf_counter() - t0
-        self.manifest.record(result, self.engine_identity)
+        rec = self.manifest.record(result, self.engine_identity)
         self.counts[result.status] += 1
+        self.outputs.recorded(result, rec)
         self.busy_s += time.perf_counter() - t0
 
     def _remove_stale(self, result: PageResult) -> None:

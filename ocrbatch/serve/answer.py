@@ -29,9 +29,26 @@ MARKDOWN = "text/markdown"
 ROUTE = "/v1/convert"
 
 
-def page_entry(page: int, result: PageResult) -> dict[str, Any]:
-    return {"page": page, "status": result.status.value, "markdown": result.markdown,
-            "error": result.message, "timings": {k: round(v, 4) for k, v in result.timings.items()}}
+def page_entry(page: int, result: PageResult, lines: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A page in the JSON and NDJSON answers, with its confidence; `lines` (format=lines: the engine's name and
+    the PDF dpi) adds its page JSON (pagejson.py)."""
+    entry = {"page": page, "status": result.status.value, "markdown": result.markdown,
+             "error": result.message, "timings": {k: round(v, 4) for k, v in result.timings.items()},
+             "confidence": result.info.get("confidence")}
+    if lines is not None and result.ref is not None and result.status in (Status.OK, Status.TRUNCATED):
+        from ..pagejson import page_json
+
+        dpi = lines["dpi"] if result.ref.source.kind.value == "pdf" else None
+        entry["lines"] = page_json(result, lines["engine"], dpi=dpi)
+    return entry
+
+
+def wants_lines(request: Request) -> bool:
+    """`?format=lines`, or `Accept: application/json; format=lines` (or application/x-ndjson; format=lines)."""
+    if request.query_params.get("format") == "lines":
+        return True
+    return any(p.strip().replace(" ", "") == "format=lines" for part in request.headers.get("accept", "").split(",")
+               for p in part.split(";")[1:])
 
 
 class Job:
@@ -44,6 +61,7 @@ class Job:
         self.state, self.request, self.pages, self.ticket, self.upload = state, request, pages, ticket, upload
         self.name, self.multipage, self.priority, self.started = upload.name, multipage, priority, started
         self.closed = False
+        self.lines: dict[str, Any] | None = None  # format=lines: what each page's entry needs for its page JSON
 
     async def close(self) -> None:
         if self.closed:
@@ -106,7 +124,7 @@ class Job:
             return PlainTextResponse(_markdown(results, self.multipage), status, media_type=MARKDOWN)
         return JSONResponse({"name": self.name, "priority": self.priority,
                              "failed": sum(r.status is Status.FAILED for _, r in results),
-                             "pages": [page_entry(p, r) for p, r in results]}, status)
+                             "pages": [page_entry(p, r, self.lines) for p, r in results]}, status)
 
     async def ndjson(self) -> AsyncIterator[bytes]:
         """One line per page as it finishes, then {"done": true, ...}; a stream cut short by the drain
@@ -139,7 +157,7 @@ class Job:
                 self._seen(result)
                 n += 1
                 failed += result.status is Status.FAILED
-                yield _line(page_entry(page, result))
+                yield _line(page_entry(page, result, self.lines))
             ended = 200
             yield _line({"done": True, "name": self.name, "pages": n, "failed": failed})
         finally:

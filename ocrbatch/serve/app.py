@@ -2,7 +2,9 @@
 
     POST /v1/convert   a PDF or image (multipart field `file`, or the raw body) → its pages as JSON, Markdown
                        (Accept: text/markdown) or NDJSON lines as each page finishes (Accept:
-                       application/x-ndjson); ?pages=1-3, ?priority=interactive|bulk
+                       application/x-ndjson); ?pages=1-3, ?priority=interactive|bulk; each page with its
+                       confidence, and with ?format=lines (or Accept: application/json; format=lines) its lines
+                       and boxes (the page JSON of pagejson.py)
     GET  /healthz      the process answers
     GET  /readyz       the engine is loaded (503 while loading, or if it failed to load)
     GET  /metrics      Prometheus text
@@ -32,7 +34,7 @@ from starlette.routing import Route
 
 from ..config import PageSelection
 from ..errors import DecodeError, UsageError
-from .answer import MARKDOWN, NDJSON, ROUTE, Job, Streamed
+from .answer import MARKDOWN, NDJSON, ROUTE, Job, Streamed, wants_lines
 from .config import ServeConfig
 from .guard import ConnectionGuard
 from .limits import PageSlots, Ticket, authorized
@@ -205,6 +207,8 @@ async def _admitted(state: ServerState, request: Request, ticket: Ticket, upload
         pages = convert_pages(state.conv, ticket, upload.path, name, numbers, priority, cfg.window,
                               lambda n: state.metrics.pages.labels("cancelled").inc(n))
         job = Job(state, request, pages, ticket, upload, multipage, priority, started)
+        if wants_lines(request):
+            job.lines = {"engine": state.conv.engine, "dpi": state.conv.dpi}
         handed_over = True
         accept = request.headers.get("accept", "")
         if NDJSON in accept:

@@ -1,6 +1,6 @@
-"""What a run shows while it goes: a live panel on a terminal, plain timestamped lines elsewhere, and the
-metrics file. All of it reads snapshots on its own threads (Rich's refresh thread and one ticker); the
-pipeline never waits on it.
+"""What a run shows while it goes: a live panel on a terminal, plain timestamped lines elsewhere (progress
+every --log-every seconds and one `finished` line; with -v a `started` line too), and the metrics file. All
+of it reads snapshots on its own threads (Rich's refresh thread and one ticker); the pipeline never waits on it.
 
     reporter = Reporter(mode=Reporter.choose_mode(quiet=False, progress=True), ...)
     with reporter:
@@ -43,7 +43,7 @@ def stderr_is_terminal() -> bool:
 
 class Reporter:
     def __init__(self, *, mode: str, about: dict[str, str] | None = None, log_every: float = 30.0,
-                 metrics: MetricsFile | None = None, console: Console | None = None) -> None:
+                 metrics: MetricsFile | None = None, console: Console | None = None, verbose: bool = False) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}")
         if not log_every > 0:
@@ -53,6 +53,7 @@ class Reporter:
         self.title = " · ".join(["ocrbatch", *(f"{k} {v}" for k, v in self.about.items())])
         self.log_every = log_every
         self.metrics = metrics
+        self.verbose = verbose  # plain mode: a `started` line too (else only progress lines and the finished one)
         self.console = console or Console(stderr=True)
         self._snapshot: Callable[[], Snapshot] | None = None
         self._live = None
@@ -76,7 +77,7 @@ class Reporter:
             self._live = Live(get_renderable=self._render, console=self.console, refresh_per_second=4,
                               transient=True, redirect_stdout=False, redirect_stderr=True)
             self._live.start()
-        elif self.mode == "plain":
+        elif self.mode == "plain" and self.verbose:
             self._emit("started", self.about)
         if self.metrics is not None:
             self.metrics.write(snapshot())
@@ -124,7 +125,9 @@ class Reporter:
         self._finished = True
         snap = self._snapshot() if self._snapshot is not None else None
         if self.mode == "plain" and snap is not None:
-            self._emit("finished", {**plain.figures(snap, final=True), "exit_code": str(int(summary.exit_code))})
+            review = {"review": str(len(summary.review))} if getattr(summary, "review_below", None) is not None else {}
+            self._emit("finished", {**plain.figures(snap, final=True), **review,
+                                    "exit_code": str(int(summary.exit_code))})
         if self.metrics is not None:
             self.metrics.write(snap, exit_code=int(summary.exit_code))
 

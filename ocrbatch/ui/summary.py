@@ -31,6 +31,12 @@ def summary_table(summary: Summary) -> Table:
     table.add_row("pages", Text.assemble(f"{summary.pages_total}{files}: ", Text(", ").join(parts)))
     if summary.missing_inputs:
         table.add_row("missing", Text(f"{len(summary.missing_inputs)} input(s) not found", style="red"))
+    below, review = getattr(summary, "review_below", None), getattr(summary, "review", [])
+    if below is not None:
+        lowest = f" (lowest: {review[0]['source']} page {review[0]['page']}, {review[0]['score']:.3f})" \
+            if review else ""
+        table.add_row("review", Text(f"{len(review)} page{'s' if len(review) != 1 else ''} under confidence "
+                                     f"{below:g}{lowest}", style="yellow" if review else ""))
     table.add_row("rate", f"{fmt.rate(f['pages_per_s'])} pages/s")
     table.add_row("wall time", fmt.wall(f["wall_s"]))
     busy = f.get("stage_busy_pct", {})

@@ -92,11 +92,18 @@ def test_greedy_tokens_equal_the_transformers_backend_over_0_2_and_6_crops(check
         assert vllm_tokens[label].tokens == hf_tokens[label].tokens, label
         assert vllm_tokens[label].ended == hf_tokens[label].ended, label
         assert (b.status, b.markdown, b.info.get("retried")) == (a.status, a.markdown, a.info.get("retried"))
+        # each chosen token's log-probability (before the guard) and the guard's firing, as transformers has them
+        assert vllm_tokens[label].logprobs == pytest.approx(hf_tokens[label].logprobs, abs=1e-2), label
+        assert vllm_tokens[label].guard_fired == hf_tokens[label].guard_fired, label
+        conf = b.info["confidence"]
+        assert (conf["method"], conf["tokens"]) == ("tokens", len(vllm_tokens[label].tokens))
+        assert conf["mean_logprob"] == pytest.approx(a.info["confidence"]["mean_logprob"], abs=1e-2)
     # Not a vacuous comparison: some page ran long, and one ran into the limit and was retried with the
     # stronger guard on both backends.
     assert max(len(g.tokens) for g in vllm_tokens.values()) >= MAX_NEW // 2
     assert any(o.info.get("retried") for o in vllm_out)
     assert any(o.status is Status.TRUNCATED for o in vllm_out)  # looped again after the retry: written as is
+    assert any(g.guard_fired for g in vllm_tokens.values())  # the loop met the guard
 
 
 class Reply:

@@ -56,6 +56,8 @@ class _Row:
     retry: bool = False
     first: Any = None  # the first attempt's _Generated, kept while the page is retried
     tokens: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)  # each chosen token's, before the guard (confidence)
+    guard_fired: bool = False  # the guard banned a token the model would have chosen
     joined_step: int = 0
 
 
@@ -286,12 +288,14 @@ class ContinuousDecoder:
         `scores` (the step's last logits, read by nothing else) is changed in place."""
         if scores.dtype != torch.float32:
             scores = scores.float()
+        lse, best = torch.logsumexp(scores, -1), scores.argmax(-1)  # for the chosen token's log-probability
         guards = {r.guard for r in rows}
         for guard in guards:
             ban = banned_per_row(hist[:, -guard[1]:], hlen, guard[0], scores.shape[-1], self.engine._exempt)
             if len(guards) > 1:
                 ban &= torch.tensor([r.guard == guard for r in rows], device=self.device)[:, None]
             scores.masked_fill_(ban, float("-inf"))
+        fired = scores.argmax(-1) != best  # the guard changed the model's choice
         if self.min_new:
             short = torch.tensor([len(r.tokens) < self.min_new for r in rows], device=self.device)
             for end in self.end_ids:
@@ -303,8 +307,13 @@ class ContinuousDecoder:
         hist[:, :-1] = hist[:, 1:].clone()
         hist[:, -1] = chosen
         hlen += 1
-        for r, t in zip(rows, chosen.tolist()):
-            r.tokens.append(t)
+        # A chosen token was never masked, so its score is still the model's. One copy to the host for all three.
+        logprob = scores.gather(-1, chosen[:, None])[:, 0] - lse
+        picked = torch.stack([chosen.double(), logprob.double(), fired.double()]).tolist()
+        for r, t, p, changed in zip(rows, *picked):
+            r.tokens.append(int(t))
+            r.logprobs.append(p)
+            r.guard_fired = r.guard_fired or changed > 0
         self.figures.useful += len(rows)
         return chosen
 
@@ -320,7 +329,8 @@ class ContinuousDecoder:
             if not ended and len(r.tokens) < self.max_new:
                 keep.append(i)
                 continue
-            gen = _Generated(r.tokens[:-1] if ended else list(r.tokens), ended)
+            kept = len(r.tokens) - ended
+            gen = _Generated(r.tokens[:kept], ended, r.logprobs[:kept], r.guard_fired)
             if not ended and self.retries and not r.retry:  # a loop the guard missed: once more, harder
                 self.waiting.append(_Row(r.page, self.retry_guard, retry=True, first=gen))
                 continue

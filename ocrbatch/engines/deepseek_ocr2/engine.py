@@ -26,12 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Hashable, Iterator, Sequence
 
+from ... import confidence
 from ...config import EngineOptions, check
 from ...errors import EngineLoadError, UsageError, error_line
 from ...records import PageImage, PageOutput, Status
 from ..base import Capabilities, Decoder, Engine
 from .inputs import Tiling
-from .post import to_markdown
+from .post import page_lines, to_markdown
 
 log = logging.getLogger("ocrbatch")
 
@@ -64,8 +65,15 @@ def resolve_prompt(prompt: str) -> str:
 
 @dataclass
 class _Generated:
+    """One page's generated tokens, as every backend (transformers static and continuous, vLLM) hands them to
+    `output`."""
+
     tokens: list[int]  # generated ids, end token and padding removed
     ended: bool  # the model emitted its end token within the limit
+    # The log-probability the model gave each token of `tokens` (log-softmax of its logits before the guard),
+    # in order; None: the backend did not keep them (then the page has no confidence).
+    logprobs: list[float] | None = None
+    guard_fired: bool = False  # the repetition guard banned a token the model would have chosen
 
 
 class _Shared:
@@ -302,11 +310,7 @@ class DeepseekOcr2Engine(Engine):
         if info.get("retried"):
             self.retried += 1
         text = self.processor.tokenizer.decode(gen.tokens, skip_special_tokens=False)
-        markdown, figures = to_markdown(text, page.image, page.ref.output, self._specials)
-        if figures:
-            info["figures"] = len(figures)
-        return PageOutput(markdown=markdown, status=Status.OK if gen.ended else Status.TRUNCATED,
-                          attachments=figures, info=info)
+        return page_output(text, gen, page, info, self._specials)
 
     def decoder(self) -> "Decoder | None":
         """The continuous decoder (continuous.py) when the run schedules that way; None: static
@@ -372,17 +376,19 @@ class DeepseekOcr2Engine(Engine):
                                       eos_token_id=self._end_ids, pad_token_id=self._pad_id,
                                       bos_token_id=self.model.generation_config.bos_token_id, **fixed)
         n, window = guard
-        processors = LogitsProcessorList([NgramGuard(n, window, prompt_len, self._exempt)])
-        if self.row_hook is not None:
-            processors.append(_RowHookProcessor(self.row_hook, list(pages), prompt_len))
+        hook = _RowHookProcessor(self.row_hook, list(pages), prompt_len) if self.row_hook is not None else None
+        scored = _TokenScores(NgramGuard(n, window, prompt_len, self._exempt), hook)
         with torch.inference_mode():
-            out = self.model.generate(**inputs, generation_config=gen_config, logits_processor=processors)
+            out = self.model.generate(**inputs, generation_config=gen_config,
+                                      logits_processor=LogitsProcessorList([scored]))
         rows = out[:, prompt_len:].tolist()
         ends = set(self._end_ids)
+        cuts = [next((i for i, t in enumerate(row) if t in ends), None) for row in rows]
         results = []
-        for row in rows:
-            cut = next((i for i, t in enumerate(row) if t in ends), None)
-            results.append(_Generated(row if cut is None else row[:cut], cut is not None))
+        for row, cut, (logprobs, fired) in zip(rows, cuts, scored.rows([len(r) if c is None else c + 1
+                                                                         for r, c in zip(rows, cuts)])):
+            results.append(_Generated(row if cut is None else row[:cut], cut is not None,
+                                      logprobs[:len(row) if cut is None else cut], fired))
         steps = len(rows[0]) if rows else 0
         self.slots.steps += steps
         self.slots.slot_steps += steps * len(rows)
@@ -413,6 +419,50 @@ class DeepseekOcr2Engine(Engine):
             if cuda_caps(torch, device)[1] >= (8, 0):
                 return {"": "sdpa", "vision_config": "sdpa", "text_config": "flash_attention_2"}
         return "sdpa"
+
+
+def page_output(text: str, gen: _Generated, page: PageImage, info: dict[str, Any],
+                specials: Sequence[str]) -> PageOutput:
+    """A page's result from its decoded text (special tokens kept) and its _Generated: Markdown, cropped
+    figures, its blocks with their boxes, status, confidence and `info`. Every backend ends here."""
+    markdown, figures = to_markdown(text, page.image, page.ref.output, specials)
+    if figures:
+        info["figures"] = len(figures)
+    if gen.logprobs is not None:
+        info["confidence"] = confidence.tokens(gen.logprobs, gen.guard_fired).as_dict()
+    return PageOutput(markdown=markdown, status=Status.OK if gen.ended else Status.TRUNCATED,
+                      attachments=figures, info=info, lines=page_lines(text, page.image.size, specials))
+
+
+class _TokenScores:
+    """`generate`'s logits processors: the guard, then the row hook (benchmarks, tests). At every step it keeps
+    the log-probability of the token greedy decoding then chooses (under the scores as they came, before the
+    guard) and whether the guard changed the model's choice."""
+
+    def __init__(self, guard: Any, hook: Any = None) -> None:
+        self.guard, self.hook = guard, hook
+        self.logprobs: list[Any] = []  # per step: (rows,) on the device
+        self.changed: list[Any] = []
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        logp = scores.float().log_softmax(-1)
+        best = scores.argmax(-1)
+        out = self.guard(input_ids, scores)
+        self.changed.append(out.argmax(-1) != best)
+        if self.hook is not None:
+            out = self.hook(input_ids, out)
+        self.logprobs.append(logp.gather(-1, out.argmax(-1)[:, None])[:, 0])
+        return out
+
+    def rows(self, lengths: Sequence[int]) -> list[tuple[list[float], bool]]:
+        """Each row's log-probabilities over its first `length` steps, and whether the guard fired there."""
+        import torch
+
+        if not self.logprobs:
+            return [([], False) for _ in lengths]
+        lp = torch.stack(self.logprobs, 1).tolist()
+        changed = torch.stack(self.changed, 1).tolist()
+        return [(lp[i][:n], any(changed[i][:n])) for i, n in enumerate(lengths)]
 
 
 class _RowHookProcessor:

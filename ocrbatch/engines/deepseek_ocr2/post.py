@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any, Iterable
 
-from ...records import Attachment
+from ...records import Attachment, PageLines, PlacedLine
 
 COORD_MAX = 999  # the model's boxes are in 0..999 of the page
 FIGURE_LABEL = "image"
@@ -129,6 +129,38 @@ def to_markdown(text: str, page_image: Any, md_relpath: PurePosixPath,
     body = _STRAY_PAIR.sub("", body)
     body = _STRAY_TAG.sub("", body)
     return tidy(body), attachments
+
+
+def page_lines(text: str, size: tuple[int, int], specials: Iterable[str] = ()) -> PageLines:
+    """The page's blocks as the model tagged them, for the page JSON: each tagged block's text (its tags and
+    markup as in the Markdown) with the union of its boxes in page pixels and its label; figures' boxes apart,
+    in the order `to_markdown` crops them. Text before the first tag (or with the free prompt, which tags
+    nothing) is one block over the whole page."""
+    text = strip_specials(text, specials)
+    width, height = size
+    regions = parse_regions(text)
+    lines: list[PlacedLine] = []
+    figures: list[Box] = []
+    head = _clean(text[:regions[0].start] if regions else text)
+    if head:
+        lines.append(PlacedLine(head, (0.0, 0.0, float(width), float(height)), None, 0, "text"))
+    for k, region in enumerate(regions):
+        boxes = [b for b in (pixel_box(box, width, height) for box in region.boxes) if b is not None]
+        if region.label == FIGURE_LABEL:
+            figures += [tuple(float(v) for v in b) for b in boxes]  # type: ignore[misc]
+            continue
+        body = _clean(text[region.end:regions[k + 1].start if k + 1 < len(regions) else len(text)])
+        if not body or not boxes:
+            continue
+        box = (float(min(b[0] for b in boxes)), float(min(b[1] for b in boxes)),
+               float(max(b[2] for b in boxes)), float(max(b[3] for b in boxes)))
+        lines.append(PlacedLine(body, box, None, len(lines), region.label or "text"))
+    return PageLines(width, height, tuple(lines), tuple(figures))
+
+
+def _clean(text: str) -> str:
+    text = _STRAY_TAG.sub("", _STRAY_PAIR.sub("", _UNCLOSED.sub("", text)))
+    return tidy(text).strip()
 
 
 def _png(image: Any) -> bytes:

@@ -30,6 +30,24 @@ from ..deepseek_ocr2.engine import GUARD, RETRY_GUARD, _Generated
 _IDS = itertools.count()
 
 
+def _token_scores(completion: Any, n: int) -> tuple[list[float] | None, bool]:
+    """The log-probability of each of the first `n` chosen tokens (vLLM's raw logprobs, asked for with
+    logprobs=0), and whether any was not the model's best (rank > 1: the repetition guard banned the best);
+    (None, False) when vLLM gave none."""
+    chosen = list(completion.token_ids)[:n]
+    given = completion.logprobs
+    if given is None or len(given) < len(chosen):
+        return None, False
+    logprobs, fired = [], False
+    for pos, token in enumerate(chosen):
+        entry = given[pos].get(token) if given[pos] is not None else None
+        if entry is None:
+            return None, False
+        logprobs.append(float(entry.logprob))
+        fired = fired or (entry.rank is not None and entry.rank > 1)
+    return logprobs, fired
+
+
 @dataclass(eq=False)
 class _Request:
     page: PageImage
@@ -138,7 +156,8 @@ class VllmDecoder:
         if self.engine.fixed_lengths(request.page):
             ended = True  # a benchmark's page ends where it was told to
         info: dict[str, Any] = {"retried": True} if request.retry else {}
-        return [(request.page, _Generated(tokens, ended), info)]
+        logprobs, fired = _token_scores(completion, len(tokens))
+        return [(request.page, _Generated(tokens, ended, logprobs, fired), info)]
 
     def _drop_unwanted(self) -> list[tuple[PageImage, Any, dict[str, Any]]]:
         """Pages whose owner no longer waits for them (a stopped run): aborted in vLLM, answered `cancelled`."""

@@ -32,10 +32,9 @@ from ...errors import EngineLoadError, UsageError, error_line
 from ...records import PageImage, PageOutput, Status
 from ..base import Capabilities, Decoder, Engine
 from ..deepseek_ocr2 import checkpoint
-from ..deepseek_ocr2.engine import (GUARD_EXEMPT, HUB_ID, PROMPTS, _DTYPES, _Generated, _rgb, resolve_model,
-                                    resolve_prompt)
+from ..deepseek_ocr2.engine import (GUARD_EXEMPT, HUB_ID, PROMPTS, _DTYPES, _Generated, _rgb, page_output,
+                                    resolve_model, resolve_prompt)
 from ..deepseek_ocr2.inputs import Tiling
-from ..deepseek_ocr2.post import to_markdown
 
 log = logging.getLogger("ocrbatch")
 
@@ -247,7 +246,9 @@ class VllmDeepseekOcr2Engine(Engine):
         elif self.options.min_new_tokens:
             fixed = {"min_tokens": min(self.options.min_new_tokens, limit)}
         n, window = guard
-        return SamplingParams(temperature=0.0, max_tokens=limit, stop_token_ids=list(self.end_ids),
+        # logprobs=0: each chosen token's log-probability and rank, from the raw logits (vLLM's default
+        # logprobs_mode): the page's confidence, and the guard's firing (a chosen token that is not the raw best)
+        return SamplingParams(temperature=0.0, max_tokens=limit, stop_token_ids=list(self.end_ids), logprobs=0,
                               skip_special_tokens=False, detokenize=False, output_kind=RequestOutputKind.FINAL_ONLY,
                               extra_args={"ngram_size": n, "window_size": window,
                                           "whitelist_token_ids": list(self._exempt)}, **fixed)
@@ -290,11 +291,9 @@ class VllmDeepseekOcr2Engine(Engine):
         if info.get("retried"):
             self.retried += 1
         text = self.tokenizer.decode(gen.tokens, skip_special_tokens=False)
-        markdown, figures = to_markdown(text, page.image, page.ref.output, self._specials)
-        if figures:
-            info["figures"] = len(figures)
-        return PageOutput(markdown=markdown, status=Status.OK if gen.ended else Status.TRUNCATED,
-                          attachments=figures, info=info)
+        # Markdown, figures, the blocks' boxes, and the confidence once the decoder fills gen.logprobs and
+        # gen.guard_fired (deepseek_ocr2/engine.py: _Generated)
+        return page_output(text, gen, page, info, self._specials)
 
     def decoder(self) -> Decoder | None:
         if self.options.schedule != "continuous" or self.llm is None:

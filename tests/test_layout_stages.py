@@ -88,6 +88,16 @@ def test_columns_stage_never_parts_a_column_of_amounts_from_its_items():
     assert in_order(md, ["Teh Tarik", "1 x", "Roti Canai", "2 x", "Nasi Lemak", "3 x", "Take Away", "4 x"]), md
 
 
+def test_columns_stage_never_parts_amounts_set_half_a_row_below_their_items():
+    # The amounts set a little under their items, at a tight leading: rows off each other, as two flows'
+    # are, yet a column of amounts is a receipt's, read with its items.
+    lines = []
+    for i, name in enumerate(("Teh Tarik", "Roti Canai", "Nasi Lemak", "Take Away", "Milo Ais")):
+        lines += [line(name, 60, 300 + 36 * i, w=160), line(f"{i + 1}.{i}0 SR", 300, 314 + 36 * i, w=120)]
+    md = lines_to_markdown(lines, 932, 1742)
+    assert in_order(md, ["Teh Tarik", "1.00", "Roti Canai", "2.10", "Nasi Lemak", "3.20", "Take Away", "4.30"]), md
+
+
 def test_columns_stage_ends_a_separator_at_a_title_between_balanced_sections():
     lines = column("a", 100, 200, 6) + column("b", 600, 200, 6)
     lines += [line("Second section", 130, 200 + 6 * LEAD + 20)]
@@ -133,8 +143,8 @@ def test_columns_stage_runs_a_separator_up_beside_a_columns_indented_first_lines
 def test_columns_stage_lets_no_line_cross_a_wide_gutter():
     # Two ragged columns a wide gutter apart, then a sentence that ends a little past where the right
     # column starts, then a table: the sentence ends the columns, the table stays whole.
-    lines = [line(f"left{i} column line", 150, 250 + i * 29, w=320 + 5 * i) for i in range(4)]
-    lines += [line(f"right{i} column line", 667, 250 + i * 29, w=320 - 5 * i) for i in range(4)]
+    lines = [line(f"left{i} line of a ragged column of prose", 150, 250 + i * 29, w=320 + 5 * i) for i in range(4)]
+    lines += [line(f"right{i} line of a ragged column of prose", 667, 250 + i * 29, w=320 - 5 * i) for i in range(4)]
     lines.append(line("The table below lists the animals we counted on the farm.", 150, 464, w=530))
     cells = [("Animal", "Description", "Price"), ("Gnat", "per gram", "13.65"), ("Gnu", "stuffed", "92.50")]
     lines += [line(t, x, 526 + 29 * r) for r, row in enumerate(cells) for t, x in zip(row, (312, 542, 771))]
@@ -303,6 +313,58 @@ def test_form_labels_are_read_top_to_bottom_with_their_values():
     assert in_order(md, [f"{t} value {i}" for i, t in enumerate(labels)]), md
 
 
+# Label ... value pages (receipts, invoices, forms) as either detector boxes them: the small one often
+# takes the colon into the value's box (": USER", so the values start at staggered places), the tiny one
+# boxes the values alone, flush at one left edge, a tab stop down the page. Rows that pair one to one
+# are a key-value list however their values line up: never two columns.
+KEY_VALUES = {
+    "invoice": [("Doc No.", "CS00010344"), ("Cashier", "USER"), ("Salesperson", ""), ("Ref.", ""), ("Item", "Qty"),
+                ("Customer", "SUCI ALAM JAYA TRANSPORT"), ("Terms", ""), ("Currency", "RM")],
+    "form": [("Full name", "Mara Linden"), ("Date of birth", "3 May 1988"), ("Street and number", "12 Long Street"),
+             ("Town", "Riverside"), ("Telephone", ""), ("Email", "mara@example.org")],
+    "receipt": [("Total Sales (Excluding GST)", "96.00"), ("Discount", "0.00"), ("Total GST", "5.76"),
+                ("Rounding", "0.00"), ("Total Sales (Inclusive of GST)", "101.76"), ("Cash", "150.00"),
+                ("Change", "48.24")],
+}
+
+
+def key_value_page(rows, h: float, gap: float, colon: bool, labels_right: bool, values_right: bool) -> list[TextLine]:
+    """Labels from x=40 (or flush right against their values), values `gap` body heights after the
+    longest label (flush left, or flush right after the longest value), a row every 1.08 heights, the
+    values a little off their labels' rows as on a scan."""
+    char, lead = 0.42 * h, 1.08 * h
+    label_end = 40 + char * max(len(label) for label, _ in rows)
+    value_x = label_end + gap * h
+    value_end = value_x + char * max(len(value) + 2 for _, value in rows)
+    out = []
+    for i, (label, value) in enumerate(rows):
+        y = 300 + i * lead
+        x0 = label_end - char * len(label) if labels_right else 40
+        out.append(TextLine(label, (x0, y, x0 + char * len(label), y + h)))
+        if value:
+            text = f": {value}" if colon else value
+            w = char * len(text)
+            x0 = value_end - w if values_right else value_x - (2 * char if colon else 0)
+            dy = 0.03 * h * (i % 3)
+            out.append(TextLine(text, (x0, y + dy, x0 + w, y + h + dy)))
+    return out
+
+
+def test_label_value_rows_are_read_row_by_row_whatever_the_widths_alignments_and_boxes():
+    for kind, rows in KEY_VALUES.items():
+        for h in (26, 47):  # a page at 150 dpi, a receipt scanned at 300
+            for colon in (False, True):
+                for gap, labels_right, values_right in ((1.5, False, False), (6, False, False), (6, False, True),
+                                                        (1.0, True, False)):
+                    lines = key_value_page(rows, h, gap, colon, labels_right, values_right)
+                    md = lines_to_markdown(lines, int(36 * h), int(40 * h))
+                    said = [l for l in md.splitlines() if l.strip()]
+                    for label, value in rows:
+                        line_ = next((l for l in said if label in l), "")
+                        assert value in line_, (kind, h, colon, gap, labels_right, values_right, md)
+                    assert in_order(md, [label for label, _ in rows]), md
+
+
 def test_slide_bullets_stay_with_their_items():
     lines = [line("Why we meet", 20, 20, h=34)]
     for i in range(4):
@@ -324,3 +386,182 @@ def test_the_first_rows_of_two_columns_run_together_under_a_full_width_paragraph
     lines += left[2:] + right[2:]
     md = lines_to_markdown(lines, 1240, 1750)
     assert in_order(md, ["l0 ", "l1 ", "l11 ", "r0 ", "r1 ", "r11 "]), md
+
+
+# -- what makes a column, and what reads across one (issue 20, second round) -----------------------
+
+def test_a_list_half_a_line_off_the_rows_of_the_column_beside_it_is_a_flow_of_its_own():
+    # Short items at the column's own leading, each half a line lower than the column's rows: no prose on
+    # the left, no other leading; only rows that do not align one to one tell two flows.
+    items = [line(f"item{i}", 100, 214 + i * LEAD, w=120) for i in range(8)]
+    md = lines_to_markdown(items + column("b", 300, 200, 8, width=700), 1240, 1750)
+    assert in_order(md, ["item0", "item7", "b0 ", "b7 "]), md
+
+
+def test_a_wide_equation_in_pieces_across_the_gutter_is_read_as_one_row_between_the_columns():
+    # A piece of the equation starts a little before the right column's edge: it is no line of that
+    # column, and the separator stops above and below the equation instead of running through it.
+    lines = column("a", 100, 200, 6) + column("b", 620, 200, 6)
+    eq = [("(a+b)", 260, 120), ("[xy]", 440, 160), ("+ yz", 613, 90), ("[wq]", 712, 120), ("(7)", 1030, 40)]
+    lines += [line(t, x, 200 + 6 * LEAD + 20, w=w) for t, x, w in eq]
+    lines += column("c", 100, 200 + 8 * LEAD, 6) + column("d", 620, 200 + 8 * LEAD, 6)
+    md = lines_to_markdown(lines, 1240, 1750)
+    assert "(a+b) [xy] + yz [wq] (7)" in md.replace("\n", " "), md
+    assert in_order(md, ["a0 ", "a5 ", "b0 ", "b5 ", "(a+b)", "c0 ", "c5 ", "d0 ", "d5 "]), md
+
+
+def test_a_column_line_whose_box_starts_inside_the_gutter_does_not_break_the_columns():
+    # The right column's first line took a dot of a rule down the gutter into its box (it starts between
+    # the columns); it stays a line of that column, the columns are read in turn.
+    left, right = column("l", 100, 200, 8), column("r", 620, 200, 8)
+    right[0] = line(right[0].text, 585, 200, w=495)
+    md = lines_to_markdown(left + right, 1240, 1750)
+    assert in_order(md, ["l0 ", "l7 ", "r0 ", "r7 "]), md
+
+
+def test_balanced_sections_are_cut_at_their_title_when_a_right_line_starts_inside_the_gutter():
+    lines = column("a", 100, 200, 6) + column("b", 620, 200, 6) + [line("Second section", 130, 200 + 6 * LEAD + 20)]
+    below = column("c", 100, 200 + 8 * LEAD, 6) + column("d", 620, 200 + 8 * LEAD, 6)
+    below[6] = line(below[6].text, 585, below[6].box[1], w=495)  # (d0: a dot in its box)
+    md = lines_to_markdown(lines + below, 1240, 1750)
+    assert in_order(md, ["a0 ", "a5 ", "b0 ", "b5 ", "c0 ", "c5 ", "d0 ", "d5 "]) and in_order(md, ["Second", "c0 "]), md
+
+
+def test_a_line_over_a_wide_gap_beside_short_formulas_is_not_cut_back():
+    # Short formulas on the left, lines of code on the right, far apart at other rows than theirs; the
+    # sentence over them ends where the code ends: the detector does not run lines across so wide a gap.
+    lines = [line("By using dollars you can escape to font corrected math mode here.", 180, 927, w=640)]
+    lines += [line(f"NaOH{i}", 180, 980 + 60 * i, w=150, h=34) for i in range(4)]
+    lines += [line(f"code line {i} of it", 445, 968 + 30 * i, w=380) for i in range(7)]
+    md = lines_to_markdown(lines, 1241, 1754)
+    assert "By using dollars you can escape to font corrected math mode here." in md, md
+
+
+def test_a_title_across_four_columns_under_them_is_not_cut_back_at_a_gutter():
+    # Four narrow columns end where a boxed title across the whole page starts; the title starts at the
+    # first column's edge, so it is no row of the last two columns run together.
+    cols = [column(f"k{c}", 100 + 270 * c, 200, 10, width=240) for c in range(4)]
+    title = TextLine("An expanded title which breaks the text within a piece of news here",
+                     (100, 200 + 10 * LEAD + 4, 1150, 200 + 10 * LEAD + 36))
+    md = lines_to_markdown([l for c in cols for l in c] + [title], 1240, 1750)
+    assert title.text in md.replace("\n", " "), md
+
+
+def test_the_lines_stage_cuts_no_line_at_a_river_of_word_spaces():
+    # Justified type whose word spaces line up down the column: the detector boxed some lines in two
+    # pieces there, their ends and starts overlapping; a whole line of the column is no merged line.
+    lines = []
+    for i in range(8):
+        y = 200 + i * LEAD
+        if i % 2:
+            lines += [line(f"p{i} first half of a line", 100, y, w=262), line(f"second half {i} here", 356, y, w=204)]
+        else:
+            lines.append(line(f"w{i} a whole line of the justified column goes on", 100, y, w=460))
+    out = clean_lines(lines, 1240, False, P)
+    assert all(any(l.text == w.text for l in out) for w in lines if w.text.startswith("w")), [l.text for l in out]
+
+
+def test_stacked_rows_run_across_the_gutter_at_the_foot_of_two_columns_are_cut_back():
+    # The last three rows of two columns boxed across the gutter, the middle one in two pieces (its second
+    # piece a word space after the first, inside the right column): all three are cut back.
+    left, right = column("l", 100, 200, 9), column("r", 600, 200, 9)
+    top = left[:6] + right[:6]
+    rows = [(left[6], right[6]), (left[7], right[7]), (left[8], right[8])]
+    merged = [TextLine(f"{a.text} {b.text}", (100, a.box[1], 1060, a.box[3])) for a, b in rows[0:1] + rows[2:3]]
+    a, b = rows[1]
+    merged += [TextLine(f"{a.text} r7 words of", (100, a.box[1], 760, a.box[3])),
+               TextLine("running prose set in this column go on", (766, a.box[1], 1060, a.box[3]))]
+    md = lines_to_markdown(top + merged, 1240, 1750)
+    assert in_order(md, ["l0 ", "l6 ", "l8 ", "r0 ", "r6 ", "r8 "]), md
+
+
+def test_a_table_atop_the_right_column_beside_a_figures_labels_is_read_in_its_column():
+    # A figure at the top of the left column (only its short labels are text), a table at the top of the
+    # right column beside it: the gutter runs on up beside them, so the table is read after the left column.
+    labels = [line("↑y", 300, 72, w=30), line("r0 = 1", 370, 118, w=70), line("φ0", 350, 244, w=40),
+              line("R", 240, 322, w=25), line("C", 414, 373, w=25)]
+    table = [line(t, x, 74 + r * 36) for r, cells in enumerate([("Run", "Speed", "Heat"), ("r11", "12.5", "103.4"),
+                                                               ("r12", "24", "68.3")]) for t, x in zip(cells, (790, 910, 1010))]
+    lines = labels + table + column("L", 70, 460, 20, width=540) + column("R", 662, 460, 20, width=540)
+    md = lines_to_markdown(lines, 1275, 1651)
+    assert in_order(md, ["L0 ", "L19 ", "Run", "R0 ", "R19 "]), md
+
+
+def test_a_table_set_across_the_columns_over_them_is_not_cut_by_their_gutter():
+    # The table's cells leave the gutter white under its head: its rows read across, so the separator of
+    # the columns below does not run on up through them.
+    head = line("Command Number Comments", 457, 205, w=318)
+    cells = [(t, x) for t in ()]
+    rows = [[("\\author", 463), ("100", 600), ("Author", 672)], [("\\table", 463), ("300", 600), ("For tables", 672)],
+            [("\\tablex", 463), ("400", 600), ("For wider tables", 672)]]
+    table = [line(t, x, 239 + 26 * r) for r, row in enumerate(rows) for t, x in row]
+    lines = [head] + table + column("L", 107, 355, 20, width=510) + column("R", 660, 355, 20, width=510)
+    md = lines_to_markdown(lines, 1275, 1651)
+    assert "| \\author | 100 | Author |" in md, md
+
+
+def test_a_figures_label_far_left_of_a_tables_row_stays_out_of_it():
+    labels = [line("r0 = 1", 370, 118, w=70), line("↑y", 317, 72, w=30), line("x", 500, 255, w=24)]
+    table = [line(t, x, 114 + r * 36) for r, cells in enumerate([("Experiment", "Speed", "Heat"), ("Run 11", "12.5", "103.4"),
+                                                                ("Run 12", "24", "68.3")]) for t, x in zip(cells, (794, 915, 998))]
+    md = lines_to_markdown(labels + table, 1275, 1651)
+    assert "| Experiment | Speed | Heat |" in md and "r0 = 1 Experiment" not in md, md
+
+
+def test_a_formulas_short_piece_far_left_of_its_row_across_other_pieces_stays_on_the_row():
+    # "i=0" under a sum sign, the rest of the formula far right of it on its row, the formula's other
+    # pieces between them a little higher (boxes as the detector gave them on a two-column paper): no
+    # white space between, so no figure's label.
+    boxes = [("Here we introduced the initial state of the system, which trans-", (636, 1542, 1166, 1567)),
+             ("(5)", (1133, 1516, 1169, 1543)),
+             ("tum origin and is due to tunneling through the potential caused", (74, 1505, 605, 1530)),
+             ("i=0", (641, 1499, 670, 1521)), ("Anx + Bny - Anx + Bny", (983, 1488, 1184, 1516)),
+             ("An + Bn", (743, 1486, 821, 1518)),
+             ("evanescent field. This evanescent field essentially has a quan-", (74, 1478, 605, 1506)),
+             ("An", (669, 1474, 702, 1500)), ("dx", (716, 1471, 752, 1501)), ("= BnCn dx dy", (812, 1458, 998, 1514)),
+             ("Gn(x, y)", (1096, 1459, 1176, 1488)), ("Gn(x, y)", (993, 1459, 1072, 1488)), ("Fn(x)", (754, 1456, 813, 1491)),
+             ("volume V is small. Consequently, it can escape through the", (75, 1455, 605, 1479))]
+    md = lines_to_markdown([TextLine(t, b) for t, b in boxes], 1241, 1754)
+    assert "i=0 Anx + Bny" in md, md
+
+
+def test_long_labels_with_short_values_over_prose_set_at_the_values_edge_stay_rows():
+    # A form's labels of several words, short values at one edge; far down the page an indented note in
+    # prose starts at that same edge. What lies beside the values is no prose: the rows stay rows.
+    labels = ["Name of the applicant in full", "Date and place of birth", "Name of the school attended",
+              "Number of years in the town", "Name of the person to ask"]
+    lines = [line(t, 100, 300 + 40 * i) for i, t in enumerate(labels)]
+    lines += [line(f"value {i}", 520, 300 + 40 * i) for i in range(len(labels))]
+    lines += [line(f"n{i} the note below the form runs on in prose for several lines", 520, 900 + LEAD * i, w=600)
+              for i in range(6)]
+    md = lines_to_markdown(lines, 1240, 1750)
+    assert all(f"{t} value {i}" in md for i, t in enumerate(labels)), md
+
+
+def test_the_first_rows_of_two_columns_run_together_under_a_title_across_them_are_cut_back_by_the_columns():
+    # A subtitle centred across the gutter right over the columns keeps the lines stage from cutting the
+    # two rows under it that the detector ran across the gutter (a line across on a neighbouring row); the
+    # columns stage cuts them where its separator stops.
+    lines = [line("Two Columns Below: a subtitle centred over both", 320, 196, w=520)]
+    left, right = column("l", 100, 230, 12), column("r", 600, 230, 12)
+    lines += [TextLine(f"{a.text} {b.text}", (100, a.box[1], 1060, a.box[3])) for a, b in zip(left[:2], right[:2])]
+    lines += left[2:] + right[2:]
+    md = lines_to_markdown(lines, 1240, 1750)
+    assert in_order(md, ["Two Columns", "l0 ", "l1 ", "l11 ", "r0 ", "r1 ", "r11 "]), md
+
+
+def test_a_cards_columns_go_on_under_a_white_band_across_them():
+    # Two sections down each of three columns, a white band across the card between them: the columns go
+    # on under it on both sides of each gutter, so each is read top to bottom, section after section.
+    sections = [("Files", ["open", "save", "close"]), ("Editing", ["copy", "paste", "undo"]),
+                ("Search", ["find", "replace", "next"]), ("Windows", ["split", "zoom", "tile"]),
+                ("Help", ["manual", "about", "keys"]), ("Exit", ["quit", "abort", "suspend"])]
+    lines = []
+    for k, (title, commands) in enumerate(sections):
+        x, y = 70 + 570 * (k // 2), 90 + 330 * (k % 2)
+        lines.append(line(title, x, y, h=50))
+        for i, cmd in enumerate(commands):
+            lines += [line(f"\\{cmd}", x, y + 70 + 44 * i, w=120, h=36),
+                      line(f"does {cmd} now", x + 190, y + 70 + 44 * i, w=200, h=36)]
+    md = lines_to_markdown(lines, 1754, 800)
+    assert in_order(md, [title for title, _ in sections]), md

@@ -16,7 +16,7 @@ from statistics import median
 from typing import Sequence
 
 from ..records import TextLine
-from .columns import Separator, beside
+from .columns import Separator, _wordy, beside
 from .geometry import Box, Row, core, group_rows, ink, union
 from .params import LayoutParams
 
@@ -62,13 +62,23 @@ def rows_of(lines: Sequence[TextLine], seps: Sequence[Separator], p: LayoutParam
             parted = any(s.between(ink(prev).box, ink(line).box) for s in seps)
             jump = max(prev.height, line.height) > p.row_size_ratio * min(prev.height, line.height) \
                 and min(len(prev.text.strip()), len(line.text.strip())) > p.marker_chars  # (a bullet is small)
-            label = _TICK.match(prev.text.strip()) is not None and line.box[0] - prev.box[2] >= p.label_gap * line.height
-            if parted or jump or label:  # (a chart's tick value far left of the rest of its row stays apart)
+            label = _figure_label(prev.text, p) and line.box[0] - prev.box[2] >= p.label_gap * line.height \
+                and not any(prev.box[2] < k.box[2] and k.box[0] < line.box[0] and core(k)[0] < core(prev)[1]
+                            and core(k)[1] > core(prev)[0] for k in lines if k is not prev and k is not line)
+            # (across white space: not a piece of a formula whose other pieces lie between, a row off)
+            if parted or jump or label:  # (a chart's tick value, a figure's label far left of the rest of its row stays apart)
                 out.append(Row(run))
                 run = []
             run.append(line)
         out.append(Row(run))
     return sorted(out, key=lambda r: (core_top(r), r.x0))
+
+
+def _figure_label(text: str, p: LayoutParams) -> bool:
+    """A chart's tick value (80, 0.5, 2015, 25%) or a figure's label: a few characters, no word ("r0 = 1",
+    "↑y"; a receipt's "Total" or "Cash" is a word)."""
+    text = text.strip()
+    return _TICK.match(text) is not None or len(text) <= p.figure_label_chars and not _wordy(text)
 
 
 def core_top(row: Row) -> float:

@@ -20,6 +20,7 @@ boxes of two columns touch across a narrow gutter.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from dataclasses import dataclass, replace
 from statistics import median
 from typing import Sequence
@@ -71,9 +72,72 @@ def find_separators(lines: Sequence[TextLine], h: float, p: LayoutParams) -> lis
     found: list[Separator] = []
     for x, members in tab_stops(inks, h, p):
         for sep, left, right in _strips(x, members, inks, h, p):
-            if not _cell_gap(left, right, inks, p) and not any(_same(sep, f, h) for f in found):
-                found += _sections(sep, left, right, inks, h, p)
+            why = flows_apart(left, right, inks, h, p)
+            if why and not any(_same(sep, f, h) for f in found):
+                found += _sections(replace(sep, why=f"{sep.why}: {why}"), left, right, inks, h, p)
     return found
+
+
+def extend_separators(lines: Sequence[TextLine], seps: list[Separator], h: float,
+                      p: LayoutParams) -> list[Separator]:
+    """Each tab stop's separator run on up and down its white strip past the lines that made it
+    (Breuel's whitespace rectangles are maximal), while nothing runs across the strip and no other
+    separator's strip (a grid's tier, the next section's separator) lies in the way, where text borders
+    the new stretch on both sides, side by side (a table atop one column beside a figure's labels atop
+    the other). A stretch with text on one side only (a date line over one column) is not taken."""
+    inks = [ink(l) for l in lines]
+    out = list(seps)
+    for k, sep in enumerate(out):
+        if not sep.why.startswith("grid"):
+            for step in (-1, 1):
+                out[k] = sep = _extend(sep, step, inks, [s for s in out if s is not out[k]], h, p)
+    return out
+
+
+def _extend(sep: Separator, step: int, inks: Sequence[TextLine], others: Sequence[Separator], h: float,
+            p: LayoutParams) -> Separator:
+    """`sep` run on up (step -1) or down (1), see `extend_separators`. What runs across the strip stops
+    it: a piece, another separator's strip, or a row whose gap at the strip is no wider than its gaps
+    next to it (a table set across the columns: its cells are as far apart on both sides)."""
+    edge = sep.y0 if step < 0 else sep.y1
+
+    def past(y: float) -> bool:  # beyond the separator's end, on this side
+        return step * (y - edge) > 0
+
+    beyond = [l for l in inks if past(core(l)[0]) and past(core(l)[1])]
+    left = [l for l in beyond if l.box[2] <= sep.x1 + sep.slack and l.box[0] < sep.x0]
+    right = [l for l in beyond if l.box[0] >= sep.x1 - sep.slack]
+    walls = [l for l in beyond if l.box[0] < sep.x1 - p.tab_clearance * h and l.box[2] > sep.x1 + sep.slack
+             and not (_prose([l], h, p) and l.box[0] >= sep.x0)]
+    for b in right:  # (each row's pieces next to the strip)
+        row = [a for a in left if _level(a, b, p)]
+        a = max(row, key=lambda l: l.box[2], default=None)
+        if a is not None and min((k for k in right if _level(k, a, p)), key=lambda l: l.box[0]) is b \
+                and _reads_across(a, b, beyond, p):
+            walls.append(a)
+    ends = [(l.box[3] if step < 0 else l.box[1]) for l in walls]
+    ends += [o.y1 if step < 0 else o.y0 for o in others if o.x0 < sep.x1 and sep.x0 < o.x1 and past(o.y0) and past(o.y1)]
+    wall = (max if step < 0 else min)(ends, default=step * float("inf"))
+
+    def inside(l: TextLine) -> bool:
+        return step * (wall - (l.box[1] + l.box[3]) / 2) > 0
+
+    left, right = [l for l in left if inside(l)], [l for l in right if inside(l)]
+    if not any(min(a.box[3], b.box[3]) - max(a.box[1], b.box[1]) > p.row_touch * min(a.height, b.height)
+               for a in left for b in right):
+        return sep
+    reach = [l.box[1] if step < 0 else l.box[3] for l in left + right]
+    return replace(sep, y0=min(reach)) if step < 0 else replace(sep, y1=max(reach))
+
+
+def _reads_across(a: TextLine, b: TextLine, inks: Sequence[TextLine], p: LayoutParams) -> bool:
+    """Whether pieces `a` and `b`, side by side on a row, are cells of one row read across: the gap
+    between them no wider than `across_ratio` times the gap before `a` or after `b` on their row."""
+    row = [k for k in inks if _level(k, a, p)]
+    before = [a.box[0] - k.box[2] for k in row if k.box[2] <= a.box[0]]
+    after = [k.box[0] - b.box[2] for k in row if k.box[0] >= b.box[2]]
+    near = [min(g) for g in (before, after) if g]
+    return bool(near) and b.box[0] - a.box[2] <= p.across_ratio * max(near)
 
 
 def cut_merged(lines: Sequence[TextLine], seps: list[Separator], h: float,
@@ -86,8 +150,8 @@ def cut_merged(lines: Sequence[TextLine], seps: list[Separator], h: float,
 
     lines = list(lines)
     for k, sep in enumerate(seps):
-        if sep.why.startswith("grid"):
-            continue
+        if sep.why.startswith("grid") or sep.x1 - sep.x0 > p.merged_gutter * h:
+            continue  # (the detector runs lines together across a narrow gutter only)
         beside = [l for l in lines if _reach(sep, l.box)]
         lefts = [l.box[0] for l in beside if l.box[2] <= sep.x1 + sep.slack and l.box[2] >= sep.x0 - p.hug * h]
         rights = [l.box[2] for l in beside if abs(l.box[0] - sep.x1) <= p.hug * h]
@@ -97,10 +161,10 @@ def cut_merged(lines: Sequence[TextLine], seps: list[Separator], h: float,
         for step in (-1, 1):
             while True:
                 edge = sep.y0 if step < 0 else sep.y1
-                near = [l for l in lines if l.box[0] <= x0 + h and l.box[2] >= x1 - 2 * h and l.box[2] <= x1 + 2 * h
+                near = [l for l in lines if abs(l.box[0] - x0) <= h and l.box[2] >= x1 - 2 * h and l.box[2] <= x1 + 2 * h
                         and 0 <= step * ((l.box[1] + l.box[3]) / 2 - edge) <= p.merged_reach * h
                         and len(l.text.split()) >= p.merged_words and l.height <= p.title_type * h]
-                if not near or _paragraph_across(near[0], lines, h, sep.x0) or _runs_on(near[0], lines, step, sep, h, p):
+                if not near or _paragraph_across(near[0], lines, h, sep.x0, p) or _runs_on(near[0], lines, step, sep, h, p):
                     break
                 line = near[0]
                 head, tail = _cut_text(line, sep.x0, sep.x1)
@@ -150,11 +214,15 @@ def _sections(sep: Separator, left: list[TextLine], right: list[TextLine], inks:
     columns above are read before the title, and the title before the columns below. Breaks level
     on both sides with nothing in them are paragraph breaks, and the columns run on past them."""
     out = [sep]
-    rcol = [l for l in inks if sep.x1 - sep.slack <= l.box[0] <= sep.x1 + p.hug * h]  # (indented lines too)
+    rcol = [l for l in inks if min(sep.x0, sep.x1 - sep.slack) < l.box[0] <= sep.x1 + p.hug * h]  # (indented lines,
+    # lines whose boxes start inside the gutter too)
     # the left column: from where the rows that border the strip start (a card's term, a line's start)
     start = min(min(k.box[0] for k in inks if k.box[2] <= l.box[2] and _same_row(k, l, p)) for l in left)
     lcol = [l for l in inks if start - p.hug * h <= l.box[0] < sep.x0 and l.box[2] <= sep.x1 + sep.slack]
-    titles = [t for t in lcol + rcol if _apart(t, inks, h, p)]
+    lo = min(core(l)[0] for l in lcol + rcol) - 2 * p.title_apart * h
+    hi = max(core(l)[1] for l in lcol + rcol) + 2 * p.title_apart * h
+    span = [k for k in inks if lo <= core(k)[0] <= hi]  # (the lines near the columns)
+    titles = [t for t in lcol + rcol if _apart(t, span, h, p)]
     for a, b in _breaks([l for l in lcol if l not in titles], h, p):
         for c, d in _breaks([l for l in rcol if l not in titles], h, p):
             if abs(a - c) > p.section_level * h or abs(b - d) > p.section_level * h:
@@ -192,7 +260,9 @@ def _breaks(pieces: list[TextLine], h: float, p: LayoutParams) -> list[tuple[flo
 
 def tab_stops(inks: Sequence[TextLine], h: float, p: LayoutParams) -> list[tuple[float, list[TextLine]]]:
     """(x, pieces starting there) for each x where at least `tab_min_lines` pieces start within
-    `tab_tolerance` of each other; x is the leftmost start."""
+    `tab_tolerance` of each other; x is the leftmost start of its lines of prose (of any of its pieces if
+    it has none), and a short piece starting more than `tab_lead` before that is none of its pieces (a
+    piece of an equation set across the columns does not move a column's edge)."""
     ordered = sorted((l for l in inks if not _ORNAMENT.fullmatch(l.text.strip())), key=lambda l: l.box[0])
     out: list[tuple[float, list[TextLine]]] = []
     i = 0
@@ -202,7 +272,8 @@ def tab_stops(inks: Sequence[TextLine], h: float, p: LayoutParams) -> list[tuple
         while j < len(ordered) and ordered[j].box[0] - x <= p.tab_tolerance * h:
             j += 1
         if j - i >= p.tab_min_lines - 1:  # (a short column of two lines counts, see `_strips`)
-            out.append((x, ordered[i:j]))
+            x = min((l.box[0] for l in ordered[i:j] if _prose([l], h, p)), default=x)
+            out.append((x, [l for l in ordered[i:j] if l.box[0] >= x - p.tab_lead * h]))
         i = j
     return out
 
@@ -214,7 +285,7 @@ def _strips(x: float, members: list[TextLine], inks: Sequence[TextLine], h: floa
     than `slack`: over a narrow gutter a left column's line may end a little past it; over a wide one
     no line may) and enough of its lines start."""
     slack = p.seam_overlap * h if slack is None else slack
-    blocked = sorted(core(l) for l in inks if l.box[0] < x - p.tab_clearance * h and l.box[2] > x + slack)
+    blocked = _white_bands(_crossing(x, members, inks, h, p, slack), x, members, inks, h, p)
     runs, top = [], float("-inf")
     for c0, c1 in blocked + [(float("inf"), float("inf"))]:
         if c0 > top:
@@ -262,6 +333,57 @@ def _strips(x: float, members: list[TextLine], inks: Sequence[TextLine], h: floa
         yield Separator(edges[len(edges) // 2], x, y0, y1, slack, f"tab stop at x={x:.0f}, {len(right)} lines"), left, right
 
 
+def _crossing(x: float, members: list[TextLine], inks: Sequence[TextLine], h: float, p: LayoutParams,
+              slack: float) -> list[tuple[float, float]]:
+    """The spans (middle halves) of the pieces that run across the tab stop at `x`: starting left of it
+    (by more than `tab_clearance`) and ending past it (by more than `slack`). A line of prose that
+    starts inside the gutter, right of where the lines beside the stop's lines end, does not: it is a
+    line of the column whose box took in a mark before it (a dot of a rule down the gutter)."""
+    spans, inner, own = [], None, {id(m) for m in members}
+    for l in inks:
+        if id(l) in own or not (l.box[0] < x - p.tab_clearance * h and l.box[2] > x + slack):
+            continue
+        if _prose([l], h, p) and l.box[0] > x - p.gutter_reach_max * h:
+            if inner is None:
+                inner = _inner_edge(x, members, inks, h, p)
+            if l.box[0] >= inner:
+                continue
+        spans.append(core(l))
+    return sorted(spans)
+
+
+def _inner_edge(x: float, members: list[TextLine], inks: Sequence[TextLine], h: float, p: LayoutParams) -> float:
+    """Where the lines beside a tab stop's lines end, left of it: the median end of the pieces ending
+    within `gutter_reach_max` left of the stop level with one of its lines (the stop itself if none)."""
+    mids = sorted((m.box[1] + m.box[3]) / 2 for m in members)
+    ends = []
+    for k in inks:
+        if not x - p.gutter_reach_max * h <= k.box[2] <= x:
+            continue
+        c = (k.box[1] + k.box[3]) / 2
+        i = bisect_left(mids, c - p.row_centre * h)
+        if i < len(mids) and mids[i] <= c + p.row_centre * h:
+            ends.append(k.box[2])
+    return float(median(ends)) if ends else x
+
+
+def _white_bands(blocked: list[tuple[float, float]], x: float, members: list[TextLine], inks: Sequence[TextLine],
+                 h: float, p: LayoutParams) -> list[tuple[float, float]]:
+    """`blocked` and the white bands (`blank_band` tall) between a tab stop's lines with nothing left of
+    the stop in them, and nothing left of it on one side of them: the stop's lines above and below such
+    a band are weighed apart (a form's values, and a note in prose far below set at the same edge; not
+    two sections of a card, its columns going on under the band on both sides)."""
+    ys = sorted((m.box[1], m.box[3]) for m in members)
+    lefts = [(l.box[1] + l.box[3]) / 2 for l in inks if l.box[0] < x]
+    bands, bottom = [], None
+    for y0, y1 in ys:
+        if bottom is not None and y0 - bottom > p.blank_band * h and not any(bottom < c < y0 for c in lefts) \
+                and not (any(c < bottom for c in lefts) and any(c > y0 for c in lefts)):
+            bands.append((bottom, y0))
+        bottom = y1 if bottom is None else max(bottom, y1)
+    return sorted(blocked + bands)
+
+
 def _reach_left(right: list[TextLine], inks: Sequence[TextLine], h: float, p: LayoutParams) -> float:
     """How far left of a tab stop a piece may end and still border its strip: `gutter_reach`, or more
     where the gap left of the stop's lines is wider (a wide gutter), up to `gutter_reach_max`."""
@@ -290,31 +412,74 @@ def _seam(left: list[TextLine], right: list[TextLine], x: float, h: float, p: La
 
 
 def _same_row(a: TextLine, b: TextLine, p: LayoutParams) -> bool:
-    ha, hb = a.height, b.height
+    ab, bb = a.box, b.box
+    ha, hb = ab[3] - ab[1], bb[3] - bb[1]
+    if abs(ab[1] + ab[3] - bb[1] - bb[3]) > 2 * p.row_centre * max(ha, hb):
+        return False  # (middles too far apart: the usual answer, told first)
     # (words of one row are set in one size; figures and capitals lack the descenders of words, and a
     # bullet is smaller still)
     marker = min(len(a.text.strip()), len(b.text.strip())) <= p.marker_chars
-    return abs((a.box[1] + a.box[3]) / 2 - (b.box[1] + b.box[3]) / 2) <= p.row_centre * max(ha, hb) \
-        and max(ha, hb) <= (p.marker_size_ratio if marker else p.row_size_ratio) * min(ha, hb)
+    return max(ha, hb) <= (p.marker_size_ratio if marker else p.row_size_ratio) * min(ha, hb)
 
 
-def _cell_gap(left: list[TextLine], right: list[TextLine], inks: Sequence[TextLine], p: LayoutParams) -> bool:
-    """Whether the strip between `left` and `right` is a gap between the cells of rows (a table, a
-    term and its description, a list's markers, numbered lines) rather than a column gutter: the
-    pieces right of it are mostly numbers (amounts, figures), or those left of it are short and
-    nearly all have a piece right of it on their row."""
+def flows_apart(left: list[TextLine], right: list[TextLine], inks: Sequence[TextLine], h: float,
+                p: LayoutParams) -> str:
+    """Why the strip between `left` (the pieces bordering it on the left) and `right` (its tab stop's
+    pieces) parts two flows of text, or "" when it is a gap between the cells of rows.
+
+    A gutter needs evidence that the lines on its two sides belong to different flows (tesseract's
+    column partitions must agree over a run of rows; Breuel's gutter has text on both sides):
+    - their rows do not align one to one: pieces beside each other but off each other's rows (lines
+      at another leading, or half a line lower);
+    - or a card's gutter: a gap much wider than the other gaps of its rows (term, description | term,
+      description);
+    - or running prose on both sides (two columns set on one baseline grid).
+    Rows that pair one to one with no prose on both sides are a table's, a form's, a receipt's
+    (label ... value): cells, never columns. So are a column of amounts beside its items and a list's
+    markers beside its lines."""
     if sum(1 for r in right if not _wordy(r.text)) >= p.cell_numeric * len(right):
-        return True  # a column of amounts, figures, quantities or codes: a table's or a receipt's
+        return ""  # a column of amounts, figures, quantities or codes: a table's or a receipt's
     if median(len(l.text.strip()) for l in left) <= p.marker_chars:
-        return True  # a list's bullets, a line's number: markers, never a column of text
+        return ""  # a list's bullets, a line's number: markers, never a column of text
+    x = min(r.box[0] for r in right)
+    y0, y1 = min(l.box[1] for l in left + right), max(l.box[3] for l in left + right)
+    beside = [k for k in inks if x - p.seam_overlap * h <= k.box[0] <= x + p.hug * h  # (indented lines too)
+              and y0 <= (k.box[1] + k.box[3]) / 2 <= y1]
+    if _off_rows(left, beside, p) or _off_rows(beside, left, p):
+        return "rows off each other"
     pairs = [(l, r) for l in left for r in right if _same_row(l, r, p)]
-    if len({id(l) for l, _ in pairs}) < p.cell_pairing * len(left) or _widest(pairs, inks, p) >= p.gutter_ratio:
-        return False  # (a gap much wider than the row's others: a card's gutter between its columns of pairs)
-    widths = sorted((l.box[2] - l.box[0]) / max(1.0, l.height) for l in left)
-    if widths[int(p.edge_quantile * (len(widths) - 1))] >= p.cell_short \
-            or median(len(l.text.split()) for l in left) >= p.cell_words:
-        return False  # lines of prose on the left: two columns whose lines share their baselines
-    return True
+    if _widest(pairs, inks, p) >= p.gutter_ratio:
+        return "a gap wider than its rows' others"
+    if _prose_side(left, p) and _prose_side(beside, p):
+        return "prose on both sides"
+    return ""
+
+
+def _off_rows(side: list[TextLine], other: list[TextLine], p: LayoutParams) -> bool:
+    """Whether enough pieces of `side` lie beside pieces of `other` (their boxes overlapping by more than
+    padded boxes of consecutive rows do, `row_touch`) without sharing a row with any of them: rows that
+    do not align one to one. (A piece with nothing beside it, a label with no value, says nothing.)"""
+    paired = off = 0
+    for a in side:
+        near = [o for o in other if min(o.box[3], a.box[3]) - max(o.box[1], a.box[1])
+                > p.row_touch * min(o.height, a.height)]
+        if near and any(_level(a, o, p) for o in near):
+            paired += 1
+        elif near:
+            off += 1
+    return off >= max(p.flow_offset_min, p.flow_offsets * (paired + off))
+
+
+def _level(a: TextLine, b: TextLine, p: LayoutParams) -> bool:
+    """Pieces on one row, whatever their sizes: their middles agree (a heading in a table's cell)."""
+    return abs((a.box[1] + a.box[3]) / 2 - (b.box[1] + b.box[3]) / 2) <= p.row_centre * max(a.height, b.height)
+
+
+def _prose_side(pieces: list[TextLine], p: LayoutParams) -> bool:
+    """Lines of running text: nearly all wide (in their own line height), or most of several words."""
+    widths = sorted((l.box[2] - l.box[0]) / max(1.0, l.height) for l in pieces)
+    return widths[int(p.edge_quantile * (len(widths) - 1))] >= p.flow_width \
+        or median(len(l.text.split()) for l in pieces) >= p.flow_words
 
 
 def _widest(pairs: list[tuple[TextLine, TextLine]], inks: Sequence[TextLine], p: LayoutParams) -> float:

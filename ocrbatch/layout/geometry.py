@@ -30,6 +30,19 @@ def ink(line: TextLine) -> TextLine:
     return TextLine(line.text, (x0 + pad, y0, x1 - pad, y1), line.score)
 
 
+def run_on(line: TextLine, lines: Iterable[TextLine], gap: float, level: float, until: float) -> float:
+    """Where `line` ends with the pieces that follow it on its row at most `gap` apart (their middles
+    within `level` of its, in the taller's height), none ending past `until`: one line the detector
+    boxed in pieces."""
+    x0, x1 = line.box[0], line.box[2]
+    cy = (line.box[1] + line.box[3]) / 2
+    for other in sorted(lines, key=lambda l: l.box[0]):
+        if x1 < other.box[2] <= until and x0 < other.box[0] <= x1 + gap \
+                and abs((other.box[1] + other.box[3]) / 2 - cy) <= level * max(line.height, other.height):
+            x1 = other.box[2]
+    return x1
+
+
 def union(boxes: Iterable[Box]) -> Box:
     bs = list(boxes)
     return (min(b[0] for b in bs), min(b[1] for b in bs), max(b[2] for b in bs), max(b[3] for b in bs))

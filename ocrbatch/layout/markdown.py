@@ -17,11 +17,11 @@ def lines_to_markdown(lines: Sequence[TextLine], width: int, height: int, keep_f
 
     Page furniture (running heads and feet, page numbers, stamps up the side margins) is left out
     unless `keep_furniture`."""
-    return page_markdown(layout_page(lines, width, height, keep_furniture, p), keep_furniture)
+    return page_markdown(layout_page(lines, width, height, keep_furniture, p), keep_furniture, p=p)
 
 
 def page_markdown(page: PageLayout, keep_furniture: bool = False,
-                  placed: list[tuple[TextLine, int | None, bool]] | None = None) -> str:
+                  placed: list[tuple[TextLine, int | None, bool]] | None = None, p: LayoutParams = PARAMS) -> str:
     """The Markdown of a laid-out page: its ordered blocks' rows made into paragraphs, headings, lists
     and tables. `placed`, when given, receives each line in reading order: (line, the number of the
     Markdown block it went into, whether it is furniture left out, with no block)."""
@@ -35,7 +35,7 @@ def page_markdown(page: PageLayout, keep_furniture: bool = False,
             row.region, row.column = n, block.column
             rows.append(row)
             order.append(row)
-    blocks = build_blocks(rows, page.h) if rows else []
+    blocks = build_blocks(rows, page.h, p) if rows else []
     if placed is not None:
         placed += _placed(order, rows, blocks)
     return render(blocks)

@@ -23,7 +23,7 @@ from typing import Sequence
 
 from ..records import TextLine
 from .blocks import Block, build_blocks, rows_of
-from .columns import Separator, cut_merged, drop_ornaments, find_separators
+from .columns import Separator, cut_merged, drop_ornaments, extend_separators, find_separators
 from .grids import grid_separators
 from .furniture import margin_bands, page_furniture, running_keys, says_furniture
 from .geometry import Row, body_height
@@ -82,7 +82,7 @@ def _region_blocks(page: PageLayout, region: list[TextLine], several: bool, runn
             out_head = [_furniture_block(head, "head", "furniture: a page's top band", h, p)] if head else []
             out_foot = [_furniture_block(foot, "foot", "furniture: a page's foot band", h, p)] if foot else []
     grid = grid_separators(region, h, p)
-    seps = [s for s in find_separators(region, h, p) if not _in_grid(s, grid)] + grid
+    seps = extend_separators(region, find_separators(region, h, p) + grid, h, p)
     region, seps = cut_merged(region, seps, h, p)
     region = drop_ornaments(region, seps, h, p)
     page.separators += seps
@@ -94,15 +94,6 @@ def _region_blocks(page: PageLayout, region: list[TextLine], several: bool, runn
             (s.x0 - 1, block.box[1], s.x0, block.box[3]), block.box)))
         block.why = block.why or f"blocks: region {tag}, column {block.column[1]}"
     return out_head + order_blocks(blocks, seps, h, p) + out_foot
-
-
-GRID_SHARE = 0.5  # a tab stop's separator lying this share within a grid's tier is the grid's
-
-
-def _in_grid(sep: Separator, grid: list[Separator]) -> bool:
-    """Whether a tab stop's separator lies mostly within the rows of a grid of centred blocks (whose
-    ragged left edges may line up by chance)."""
-    return any(min(sep.y1, g.y1) - max(sep.y0, g.y0) > GRID_SHARE * (sep.y1 - sep.y0) for g in grid)
 
 
 def _box(lines: Sequence[TextLine]) -> tuple:

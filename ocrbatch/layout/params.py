@@ -17,15 +17,40 @@ class LayoutParams:
     stamp_aspect: float = 4.0  # a box this many times taller than wide runs up the page: a margin stamp ...
     stamp_margin: float = 0.12  # ... when it lies in the outer share of the page's width at either side
 
+    # -- lines: a line the detector ran across a narrow gutter, cut back (`lines.split_merged`) --------
+    merged_width: float = 10.0  # such a line is at least this wide (and holds `merged_words`) ...
+    merged_height: float = 1.2  # ... in body type, at most this tall (a title across the columns is larger)
+    merged_near: float = 6.0  # the columns' lines that show its gutter lie this near above or below it ...
+    merged_touch: float = 3.2  # ... some on the rows right next to it (a paragraph across stands a space apart) ...
+    merged_narrower: float = 0.8  # ... each narrower than this share of it ...
+    merged_column: float = 6.0  # ... at least this wide, ending (starting) at least this far inside its ends ...
+    merged_lines: int = 3  # ... and at least this many on each side of the gutter
+    merged_edge: float = 1.0  # lines start (end) at one edge within this
+    merged_ragged: float = 2.0  # ... a ragged right edge within this
+    paragraph_indent: float = 2.0  # a paragraph's first line is indented at most this
+    merged_quantile: float = 0.1  # the gutter runs from where all but this share of the left column's lines end
+    # to where this share of the right column's lines start; white (no wider than `merged_gutter`)
+    merged_part_words: int = 3  # each part of a line cut back holds at least this many words ...
+    merged_tail_words: int = 2  # ... the last column's at least this many (a paragraph's last line ending in it)
+    merged_rounds: int = 4  # stacks of such lines are cut from their clean ends inwards: passes at most
+    across_reach: float = 2.0  # a line across the gutter on a row this near (`across_rows`) reaching this far
+    across_rows: float = 2.5  # left of it keeps the line whole (a title, a paragraph across the columns) ...
+    across_share: float = 0.5  # ... or, among three columns, at least this share of the line's width, in body type
+    word_gap: float = 1.0  # pieces of one line the detector boxed apart lie at most this far apart
+    short_line: float = 2.0  # a paragraph's short last line stops this far before the gutter
+
     # -- columns: separators from whitespace and tab stops (Breuel 2002; Smith 2009) -------------------
     tab_tolerance: float = 0.35  # pieces whose left ink edges agree within this start at one tab stop
     tab_min_lines: int = 3  # a tab stop needs this many pieces starting at it, one under the other
-    tab_clearance: float = 0.05  # a piece starting this far left of a tab stop runs across it
+    tab_clearance: float = 0.05  # a piece starting this far left of a tab stop runs across it ...
+    tab_lead: float = 0.2  # ... unless one of its lines (x is its lines of prose's leftmost start; a short
+    # piece starting more than this before them is no line of it: an equation's piece set across the columns)
     edge_quantile: float = 0.8  # the share of a column's line ends (widths) that tell its edge (width)
     gutter_min: float = 0.25  # narrowest white strip left of a tab stop that can part two columns
     seam_overlap: float = 0.5  # a left column's piece may end this far past the tab stop (padded boxes touching)
     hug: float = 3.0  # lines ending this near a separator's left edge, or starting this near its tab stop, hug it
     merged_words: int = 6  # a line run across a gutter holds at least this many words
+    merged_gutter: float = 3.0  # ... across a gutter at most this wide (the detector joins no wider white)
     next_row: float = 1.6  # the next row of text lies this near (centre to centre)
     merged_reach: float = 1.6  # a line run across a gutter this near (centre to edge) where its separator stops is cut
     gutter_reach: float = 8.0  # a piece ending within this of the strip borders it on the left ...
@@ -36,9 +61,13 @@ class LayoutParams:
     section_level: float = 0.6  # ... and level with one on the other side (within this), around a title, ends a section
     title_apart: float = 0.8  # ... a title standing this far (core to core) from the lines above and below it
     row_centre: float = 0.3  # pieces whose centres are this near (in the taller's height) lie on one row
-    cell_pairing: float = 0.7  # a strip whose bordering pieces pair up row by row on both sides this often ...
-    cell_short: float = 12.0  # ... and whose left pieces are nearly all narrower than this (in their own line height) ...
-    cell_words: int = 4  # ... and hold fewer words than this: a gap between a table's cells
+    # a strip parts two flows of text only on evidence (`columns.flows_apart`); else it parts cells:
+    flow_offsets: float = 0.25  # rows off each other: this share of a side's pieces that have pieces beside them ...
+    flow_offset_min: int = 2  # ... and at least this many, share no row with those pieces
+    flow_width: float = 12.0  # prose on a side: its lines nearly all this wide (in their own line height) ...
+    flow_words: int = 4  # ... or most of them this many words long
+    across_ratio: float = 1.0  # cells side by side a gap apart at most this many times their row's other gaps
+    # read across: no separator runs on past its lines through them (a table set across the columns)
     marker_chars: int = 2  # pieces left of a strip mostly this short are markers (bullets, line numbers) ...
     marker_size_ratio: float = 2.5  # ... and may be this much smaller than the line they stand on
     gutter_ratio: float = 1.25  # ... unless the strip is this many times wider than the rows' other gaps (a card's gutter)
@@ -82,6 +111,48 @@ class LayoutParams:
     stamp_leading: float = 0.8  # ... spaced less than this apart
     title_type: float = 1.3  # furniture is in body type: its median piece at most this tall ...
     title_type_max: float = 1.5  # ... and none taller than this
+
+    # -- paragraphs, headings and lists in the ordered rows (`paragraphs.build_blocks`) -------------------
+    edge_share: float = 0.1  # a column's text edges: where all but this share of its rows start (end) ...
+    edge_rows: int = 3  # ... of at least this many rows (a running head, a lone title: the page's edges)
+    full_row: float = 2.0  # a row ending this near its column's right edge is full (its text wrapped) ...
+    full_share: float = 0.06  # ... or within this share of the column's width
+    lead_max: float = 2.0  # the page's leading: the median space under this between rows of a column ...
+    lead_none: float = 0.5  # ... (this when no two rows tell it) ...
+    break_extra: float = 0.35  # ... a paragraph breaks at a space wider by this ...
+    break_min: float = 0.9  # ... and at least this
+    form_gap: float = 1.5  # text this far apart on a row is in cells (label, value): a line of its own
+    heading_words: int = 14  # a heading: at most this many words ...
+    heading_chars: int = 2  # ... at least this many characters, in one cell (`table_cell_gap`) ...
+    heading_tall: float = 1.25  # ... in type this tall, set apart (or `heading_big` tall anywhere)
+    heading_big: float = 1.5  # (a row under this tall across `heading_width` of its column is prose)
+    heading_width: float = 0.8
+    heading_1: float = 1.6  # type this tall: a heading of level 1; `heading_2` tall: level 2; else 3
+    heading_2: float = 1.35
+    heading_depth: int = 4  # numbered sections ("2.1.3") give levels this deep at most
+    heading_space: float = 0.6  # set apart: a paragraph's break above it and this below
+    heading_far: float = 9.0  # (the space above or below a row with no row there in its column)
+    heading_wrap: float = 0.8  # a heading wrapped over two rows: its rows this near
+    runin_tall: float = 1.12  # a capitalised line set apart in type this tall, of at most `runin_words`:
+    runin_words: int = 8  # a run-in section title (level 3)
+    para_shrink: float = 0.7  # rows of one paragraph: the type size of one row to the last's within these
+    para_grow: float = 1.45
+    para_indent: float = 0.8  # a row starting this far right of its paragraph's start begins a new one ...
+    para_outdent: float = 1.0  # ... or this far left of it
+    item_indent: float = 0.5  # rows indented under a list item from this ...
+    item_indent_max: float = 6.0  # ... to this carry it on
+
+    # -- tables (`tables.find_tables`): rows aligned in columns, with table evidence ----------------------
+    table_rows: int = 3  # a table: at least this many rows ...
+    table_columns: int = 3  # ... in at least this many columns (two, label and value, are a form) ...
+    table_column_rows: int = 2  # ... each used by at least this many rows
+    table_cell_gap: float = 1.0  # text this far apart on a row is in two cells
+    table_column_gap: float = 0.3  # a table's columns are parted by white at least this wide
+    table_break: float = 1.5  # a white space this tall ends a table ...
+    table_lone_rows: int = 1  # ... and so does a run of more single-cell rows than this
+    table_filled: float = 0.5  # table evidence: at least this share of its cells filled ...
+    table_wordy: float = 0.5  # ... and at most this share of them ...
+    table_cell_words: int = 4  # ... of this many words or more (prose in columns fills them with lines)
 
     # -- tables and figures -----------------------------------------------------------------------------
     label_gap: float = 10.0  # a lone number this far (in its line height) left of the rest of its row is a tick label

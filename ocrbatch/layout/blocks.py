@@ -20,7 +20,6 @@ from .columns import Separator, _wordy, beside
 from .geometry import Box, Row, core, group_rows, ink, union
 from .params import LayoutParams
 
-CORE_MARGINS = 0.5  # gaps are measured between boxes' cores (middle halves): a quarter of each box is added back
 _TICK = re.compile(r"^[-+−]?\d[\d.,]*%?$")  # a tick value of a chart's axis: 80, 0.5, 2015, 25%
 _LABEL = re.compile(r"^[\W\d_]*\d[\W\d_]*$|^\S{1,6}$")  # a tick value, a unit, a one-word legend entry
 
@@ -78,7 +77,7 @@ def _figure_label(text: str, p: LayoutParams) -> bool:
     """A chart's tick value (80, 0.5, 2015, 25%) or a figure's label: a few characters, no word ("r0 = 1",
     "↑y"; a receipt's "Total" or "Cash" is a word)."""
     text = text.strip()
-    return _TICK.match(text) is not None or len(text) <= p.figure_label_chars and not _wordy(text)
+    return _TICK.match(text) is not None or len(text) <= p.figure_label_chars and not _wordy(text, p)
 
 
 def core_top(row: Row) -> float:
@@ -156,7 +155,7 @@ def joins(block: Block, row: Row, p: LayoutParams) -> bool:
     size = max(last.height, row.height)
     if size > p.block_size_ratio * min(last.height, row.height):
         return False
-    if core_top(row) - _core_bottom(last) > (p.block_leading + CORE_MARGINS) * size:
+    if core_top(row) - _core_bottom(last) > (p.block_leading + p.core_margins) * size:
         return False
     x0, _, x1, _ = block.box
     if len(block.rows) >= 2:

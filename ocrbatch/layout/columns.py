@@ -27,7 +27,7 @@ from typing import Sequence
 
 from ..records import TextLine
 from .geometry import core, ink
-from .params import LayoutParams
+from .params import PARAMS, LayoutParams
 
 # what an ornament down a gutter is read as: one or two circles, dots, dashes or dingbats, never a word
 _ORNAMENT = re.compile(r"[oO0°•·∘◦○●◆◇■□▪▫*+\-–—|.:,;'\"]{1,2}")
@@ -437,7 +437,7 @@ def flows_apart(left: list[TextLine], right: list[TextLine], inks: Sequence[Text
     Rows that pair one to one with no prose on both sides are a table's, a form's, a receipt's
     (label ... value): cells, never columns. So are a column of amounts beside its items and a list's
     markers beside its lines."""
-    if sum(1 for r in right if not _wordy(r.text)) >= p.cell_numeric * len(right):
+    if sum(1 for r in right if not _wordy(r.text, p)) >= p.cell_numeric * len(right):
         return ""  # a column of amounts, figures, quantities or codes: a table's or a receipt's
     if median(len(l.text.strip()) for l in left) <= p.marker_chars:
         return ""  # a list's bullets, a line's number: markers, never a column of text
@@ -490,7 +490,7 @@ def _widest(pairs: list[tuple[TextLine, TextLine]], inks: Sequence[TextLine], p:
     width, and a table's first column has nothing before it."""
     ratios = []
     for l, r in pairs:
-        if not (_wordy(l.text) and _wordy(r.text)):
+        if not (_wordy(l.text, p) and _wordy(r.text, p)):
             continue
         row = sorted((k for k in inks if _same_row(k, l, p)), key=lambda k: k.box[0])
         before = [a.box[2] for a in row if a.box[2] <= l.box[0]]
@@ -500,14 +500,10 @@ def _widest(pairs: list[tuple[TextLine, TextLine]], inks: Sequence[TextLine], p:
     return median(ratios) if ratios else 0.0
 
 
-WORD_LETTERS = 3  # a word has at least this many letters ...
-WORDY_SHARE = 0.5  # ... and a piece of words is at least this share letters (amounts, dates, codes are not)
-
-
-def _wordy(text: str) -> bool:
+def _wordy(text: str, p: LayoutParams = PARAMS) -> bool:
     """Mostly letters, with a word of three or more: not an amount, a figure, a date, a tax code."""
-    return any(sum(1 for c in w if c.isalpha()) >= WORD_LETTERS for w in text.split()) and \
-        sum(1 for c in text if c.isalpha()) >= WORDY_SHARE * sum(1 for c in text if not c.isspace())
+    return any(sum(1 for c in w if c.isalpha()) >= p.word_letters for w in text.split()) and \
+        sum(1 for c in text if c.isalpha()) >= p.wordy_share * sum(1 for c in text if not c.isspace())
 
 
 def _same(a: Separator, b: Separator, h: float) -> bool:

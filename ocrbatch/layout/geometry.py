@@ -11,9 +11,9 @@ from statistics import median
 from typing import Iterable, Sequence
 
 from ..records import TextLine
+from .params import PARAMS
 
 Box = tuple[float, float, float, float]
-PAD = 0.06  # horizontal padding of a detector box, as a fraction of its height
 
 
 def core(line: TextLine) -> tuple[float, float]:
@@ -26,7 +26,7 @@ def core(line: TextLine) -> tuple[float, float]:
 def ink(line: TextLine) -> TextLine:
     """`line` with its box narrowed by the detector's padding (a fraction of its height a side)."""
     x0, y0, x1, y1 = line.box
-    pad = min(PAD * (y1 - y0), 0.25 * (x1 - x0))
+    pad = min(PARAMS.box_pad * (y1 - y0), 0.25 * (x1 - x0))  # never more than a quarter of its width a side
     return TextLine(line.text, (x0 + pad, y0, x1 - pad, y1), line.score)
 
 

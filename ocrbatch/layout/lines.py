@@ -25,7 +25,7 @@ def clean_lines(lines: list[TextLine], width: float, keep_furniture: bool, p: La
     if not lines:
         return []
     lines = split_merged(lines, body_height(lines), p)
-    return join_spaced(lines, body_height(lines))
+    return join_spaced(lines, body_height(lines), p)
 
 
 def split_merged(lines: list[TextLine], h: float, p: LayoutParams) -> list[TextLine]:

@@ -26,7 +26,7 @@ import heapq
 from typing import Sequence
 
 from ..records import TextLine
-from .blocks import CORE_MARGINS, Block
+from .blocks import Block
 from .columns import Separator
 from .geometry import core, gaps, ink
 from .params import LayoutParams
@@ -81,7 +81,7 @@ def precedes(a: Block, b: Block, seps: Sequence[Separator], h: float, p: LayoutP
     if min(ax1, bx1) - max(ax0, bx0) > p.x_overlap * h:
         return (ay0, ax0) < (by0, bx0)
     left, right = (a, b) if ax0 + ax1 < bx0 + bx1 else (b, a)
-    trim = CORE_MARGINS / 2 * min(a.size, b.size)  # boxes of consecutive rows touch: compare their middles
+    trim = p.core_margins / 2 * min(a.size, b.size)  # boxes of consecutive rows touch: compare their middles
     shared = min(ay1, by1) - max(ay0, by0) - 2 * trim
     if shared > p.y_overlap * min(a.size, b.size) or any(s.between(left.box, right.box) for s in seps):
         return left is a

@@ -154,6 +154,25 @@ class LayoutParams:
     table_wordy: float = 0.5  # ... and at most this share of them ...
     table_cell_words: int = 4  # ... of this many words or more (prose in columns fills them with lines)
 
+    # -- lines: widely set type (a typewriter, a monospaced font) boxed in pieces, joined (`spaced.py`) ------
+    spaced_rows: int = 5  # a strip under a line height wide, white down this many rows, is a gutter (not word spaces by chance)
+    spaced_pair: float = 0.25  # pieces of one row have centres this near (in the smaller height) ...
+    spaced_size_lo: float = 0.7  # ... and heights in this ratio, from ...
+    spaced_size_hi: float = 1.4  # ... to this; they are a word space apart: under a line height
+    spaced_tall: float = 1.5  # a piece taller than this is a title, never widely set body type
+    spaced_next: float = 2.5  # the next row above or below lies this near (centre to centre)
+    spaced_level: float = 0.3  # pieces of that row have centres this near
+    spaced_align: float = 0.3  # lines of columns start and end within this of each other, row after row ...
+    spaced_wide: float = 4.0  # ... and are at least this wide
+    spaced_reach: float = 0.5  # a row's piece ends (starts) at most this far inside the strip to be its side
+
+    # -- boxes and words, as every stage sees them ------------------------------------------------------
+    box_pad: float = 0.06  # a detector box is padded a side by this share of its height (`geometry.ink`)
+    core_margins: float = 0.5  # gaps between rows are measured between boxes' cores (middle halves): this
+    # much of a box's height (a quarter each side) is added back where a gap is compared with a leading
+    word_letters: int = 3  # a word has at least this many letters ...
+    wordy_share: float = 0.5  # ... and a piece of words is at least this share letters (amounts, dates, codes are not)
+
     # -- tables and figures -----------------------------------------------------------------------------
     label_gap: float = 10.0  # a lone number this far (in its line height) left of the rest of its row is a tick label
     figure_label_chars: int = 6  # a chart's tick or legend label is at most this long ...

@@ -11,49 +11,39 @@ from __future__ import annotations
 
 from ..records import TextLine
 from .geometry import ink
-
-SPACED_ROWS = 5  # a strip under a line height wide, white down this many rows, is a gutter (not word spaces by chance)
-
-
-SPACED_PAIR = 0.25  # pieces of one row have centres this near (in the smaller height) ...
-SPACED_SIZE = (0.7, 1.4)  # ... and heights in this ratio; they are a word space apart: under a line height
-SPACED_TALL = 1.5  # a piece taller than this (in body heights) is a title, never widely set body type
-SPACED_NEXT = 2.5  # the next row above or below lies this near (centre to centre, in body heights)
-SPACED_LEVEL = 0.3  # pieces of that row have centres this near
-SPACED_ALIGN = 0.3  # lines of columns start and end within this of each other, row after row
-SPACED_WIDE = 4.0  # ... and are at least this wide (in body heights)
-
+from .params import PARAMS, LayoutParams
 
 def _mid(l: TextLine) -> float:
     return (l.box[1] + l.box[3]) / 2
 
 
-def _same_row(a: TextLine, b: TextLine) -> bool:
-    lo, hi = SPACED_SIZE
-    return abs(_mid(a) - _mid(b)) <= SPACED_PAIR * min(a.height, b.height) and lo <= a.height / b.height <= hi
+def _same_row(a: TextLine, b: TextLine, p: LayoutParams) -> bool:
+    return abs(_mid(a) - _mid(b)) <= p.spaced_pair * min(a.height, b.height) and \
+        p.spaced_size_lo <= a.height / b.height <= p.spaced_size_hi
 
 
-def _spaced(a: TextLine, b: TextLine, h: float) -> bool:
-    return 0 < b.box[0] - a.box[2] < h and a.height <= SPACED_TALL * h and b.height <= SPACED_TALL * h
+def _spaced(a: TextLine, b: TextLine, h: float, p: LayoutParams) -> bool:
+    return 0 < b.box[0] - a.box[2] < h and a.height <= p.spaced_tall * h and b.height <= p.spaced_tall * h
 
 
-def _next_row(lines: list[TextLine], y: float, step: int, lo: float, hi: float, h: float) -> list[TextLine]:
+def _next_row(lines: list[TextLine], y: float, step: int, lo: float, hi: float, h: float,
+              p: LayoutParams) -> list[TextLine]:
     """The lines of the next row above (step -1) or below (1) the row at height y, between lo and hi."""
-    near = [l for l in lines if 0 < step * (_mid(l) - y) <= SPACED_NEXT * h and l.box[0] < hi and l.box[2] > lo
-            and l.height <= SPACED_TALL * h]
+    near = [l for l in lines if 0 < step * (_mid(l) - y) <= p.spaced_next * h and l.box[0] < hi and l.box[2] > lo
+            and l.height <= p.spaced_tall * h]
     if not near:
         return []
     y = min((_mid(l) for l in near), key=lambda m: abs(m - y))
-    return sorted((l for l in near if abs(_mid(l) - y) <= SPACED_LEVEL * h), key=lambda l: l.box[0])
+    return sorted((l for l in near if abs(_mid(l) - y) <= p.spaced_level * h), key=lambda l: l.box[0])
 
 
-def _in_pieces(lines: list[TextLine], a: TextLine, b: TextLine, h: float) -> bool:
+def _in_pieces(lines: list[TextLine], a: TextLine, b: TextLine, h: float, p: LayoutParams) -> bool:
     """The row above or below a and b is in pieces a word space apart too."""
-    return any(any(_spaced(p, q, h) for p, q in zip(row, row[1:]))
-               for row in (_next_row(lines, _mid(a), step, a.box[0] - h, b.box[2] + h, h) for step in (-1, 1)))
+    return any(any(_spaced(x, y, h, p) for x, y in zip(row, row[1:]))
+               for row in (_next_row(lines, _mid(a), step, a.box[0] - h, b.box[2] + h, h, p) for step in (-1, 1)))
 
 
-def _white_rows(lines: list[TextLine], a: TextLine, b: TextLine, h: float) -> list[list[TextLine]]:
+def _white_rows(lines: list[TextLine], a: TextLine, b: TextLine, h: float, p: LayoutParams) -> list[list[TextLine]]:
     """The rows above and below a and b, one after the next, with nothing across the strip between
     them (a piece ending or starting inside the strip leaves it white: a column's ragged edge, the
     padded boxes of two columns touching across a narrow gutter)."""
@@ -62,8 +52,8 @@ def _white_rows(lines: list[TextLine], a: TextLine, b: TextLine, h: float) -> li
     out: list[list[TextLine]] = []
     for step in (-1, 1):
         y = _mid(a)
-        while len(out) + 1 < SPACED_ROWS:
-            row = _next_row(lines, y, step, a.box[0], b.box[2], h)
+        while len(out) + 1 < p.spaced_rows:
+            row = _next_row(lines, y, step, a.box[0], b.box[2], h, p)
             if not row or any(ink(l).box[0] <= s0 and ink(l).box[2] >= s1 for l in row):
                 break
             out.append(row)
@@ -71,26 +61,26 @@ def _white_rows(lines: list[TextLine], a: TextLine, b: TextLine, h: float) -> li
     return out
 
 
-def _gutter(lines: list[TextLine], a: TextLine, b: TextLine, h: float) -> bool:
-    """The strip between a and b is a gutter: white down SPACED_ROWS rows or more, or down a short
+def _gutter(lines: list[TextLine], a: TextLine, b: TextLine, h: float, p: LayoutParams) -> bool:
+    """The strip between a and b is a gutter: white down `spaced_rows` rows or more, or down a short
     block of columns, whose lines on either side start and end at the same places, row after row (a
     paragraph's last line aside); pieces of widely set type start and end wherever a word does."""
-    rows = _white_rows(lines, a, b, h)
-    if len(rows) + 1 >= SPACED_ROWS:
+    rows = _white_rows(lines, a, b, h, p)
+    if len(rows) + 1 >= p.spaced_rows:
         return True
     pairs = [(a, b)]
     for row in rows:
-        left = [l for l in row if a.box[2] - 0.5 * h <= l.box[2] <= b.box[0] + SPACED_ALIGN * h]
-        right = [l for l in row if a.box[2] - SPACED_ALIGN * h <= l.box[0] <= b.box[0] + 0.5 * h]
+        left = [l for l in row if a.box[2] - p.spaced_reach * h <= l.box[2] <= b.box[0] + p.spaced_align * h]
+        right = [l for l in row if a.box[2] - p.spaced_align * h <= l.box[0] <= b.box[0] + p.spaced_reach * h]
         if left and right:
             pairs.append((max(left, key=lambda l: l.box[2]), min(right, key=lambda l: l.box[0])))
-    wide = [(l, r) for l, r in pairs if min(l.box[2] - l.box[0], r.box[2] - r.box[0]) >= SPACED_WIDE * h]
-    agree = max((sum(1 for l2, r2 in wide if abs(l2.box[0] - l.box[0]) <= SPACED_ALIGN * h
-                     and abs(r2.box[2] - r.box[2]) <= SPACED_ALIGN * h) for l, r in wide), default=0)
+    wide = [(l, r) for l, r in pairs if min(l.box[2] - l.box[0], r.box[2] - r.box[0]) >= p.spaced_wide * h]
+    agree = max((sum(1 for l2, r2 in wide if abs(l2.box[0] - l.box[0]) <= p.spaced_align * h
+                     and abs(r2.box[2] - r.box[2]) <= p.spaced_align * h) for l, r in wide), default=0)
     return agree >= max(2, (len(rows) + 1) / 2)
 
 
-def join_spaced(lines: list[TextLine], h: float) -> list[TextLine]:
+def join_spaced(lines: list[TextLine], h: float, p: LayoutParams = PARAMS) -> list[TextLine]:
     """Pieces of one line of widely set type (a typewriter, a monospaced font), which the detector
     boxes apart at its wide word spaces, joined back into their line (`h`: the body line height).
 
@@ -104,8 +94,8 @@ def join_spaced(lines: list[TextLine], h: float) -> list[TextLine]:
         home = None
         for k in (k for rr in (r - 1, r, r + 1) for k in rows.get(rr, [])):
             prev = out[k]
-            if _same_row(prev, line) and _spaced(prev, line, h) and _in_pieces(lines, prev, line, h) \
-                    and not _gutter(lines, prev, line, h):
+            if _same_row(prev, line, p) and _spaced(prev, line, h, p) and _in_pieces(lines, prev, line, h, p) \
+                    and not _gutter(lines, prev, line, h, p):
                 home = k
                 break
         if home is None:

@@ -33,7 +33,7 @@ LAYOUT = [
     # -- stages ------------------------------------------------------------------------------------
     _m("stage-lines-split-merged", "lines.py", "    lines = split_merged(lines, body_height(lines), p)\n", "",
        "lines run across a gutter stay whole"),
-    _m("stage-lines-join-spaced", "lines.py", "    return join_spaced(lines, body_height(lines))",
+    _m("stage-lines-join-spaced", "lines.py", "    return join_spaced(lines, body_height(lines), p)",
        "    return lines", "widely set type stays in pieces"),
     _m("stage-lines-stamps", "lines.py", "        lines = [l for l in lines if not is_margin_stamp(l, width, p)]",
        "        pass", "stamps up the margins are kept"),
@@ -78,7 +78,7 @@ LAYOUT = [
        "    if median(len(l.text.strip()) for l in left) <= p.marker_chars:\n        return \"\"",
        "    if False:\n        return \"\"", "bullets and line numbers are a column of their own"),
     _m("rule-amounts", "columns.py",
-       "    if sum(1 for r in right if not _wordy(r.text)) >= p.cell_numeric * len(right):", "    if False:",
+       "    if sum(1 for r in right if not _wordy(r.text, p)) >= p.cell_numeric * len(right):", "    if False:",
        "a column of amounts or codes parts columns"),
     _m("rule-card-gutter", "columns.py", "    if _widest(pairs, inks, p) >= p.gutter_ratio:", "    if False:",
        "a reference card's gutter between short pairs is a table's gap"),
@@ -127,7 +127,7 @@ LAYOUT = [
     _m("rule-tick-labels", "blocks.py", "            label = _figure_label(prev.text, p) and", "            label = False and",
        "a chart's tick value joins the table row beside it"),
     _m("rule-figure-labels", "blocks.py",
-       "    return _TICK.match(text) is not None or len(text) <= p.figure_label_chars and not _wordy(text)",
+       "    return _TICK.match(text) is not None or len(text) <= p.figure_label_chars and not _wordy(text, p)",
        "    return _TICK.match(text) is not None", "a figure's short label joins the table row beside it"),
     _m("rule-labels-across-white", "blocks.py",
        "                and not any(prev.box[2] < k.box[2] and k.box[0] < line.box[0] and core(k)[0] < core(prev)[1]\n"

@@ -1,0 +1,21 @@
+"""The mutation tables (scripts/mutation_check.py) stay in step with the code: each mutation's text occurs
+exactly once in its file, so `make mutants` applies every one of them (a stale one would be skipped as
+"stale" there; here it is a failed test in `make test`, where a change to the code is first run)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import mutation_check  # noqa: E402
+
+
+def test_every_mutation_applies_to_the_code_as_it_is():
+    mutations = [m for table in mutation_check.TABLES.values() for m in table]
+    stale = [f"{m.name}: {(ROOT / m.file).read_text(encoding='utf-8').count(m.old)} matches in {m.file}"
+             for m in mutations if (ROOT / m.file).read_text(encoding="utf-8").count(m.old) != 1]
+    assert len(mutations) >= 100 and not stale, stale
+    assert len({m.name for m in mutations}) == len(mutations)  # names are how -k picks them

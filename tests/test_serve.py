@@ -833,3 +833,22 @@ def test_an_engine_stuck_on_every_device_fails_its_pages_and_stops_the_server_wi
         assert "stuck on cpu" in log and "Traceback" not in log, log
     finally:
         srv.stop()
+
+
+def test_an_engine_that_reports_its_kv_cache_has_it_in_metrics():
+    """vLLM's KV-cache usage (per device, 0..1) is a gauge beside the queue's; engines without one show none."""
+    from types import SimpleNamespace
+
+    from ocrbatch.serve.metrics import ServerMetrics
+
+    def stats(workers):
+        return lambda: {"loaded": True, "queued": {"interactive": 0, "bulk": 0}, "in_flight": 0, "batches": 2,
+                        "pages": 4, "mean_batch": 2.0, "workers": workers}
+
+    slots, guard = SimpleNamespace(used=0, capacity=8, waiting=0), SimpleNamespace(open=1, limit=100)
+    vllm = ServerMetrics(stats([{"device": "cuda:0", "kv_cache_pct": 37.5}]), slots, guard, lambda: 0)
+    families = {f.name: f for f in text_string_to_metric_families(vllm.render().decode())}
+    (sample,) = families["ocrbatch_kv_cache_usage_ratio"].samples
+    assert sample.labels == {"device": "cuda:0"} and sample.value == 0.375
+    plain = ServerMetrics(stats([{"device": "cpu", "kv_cache_pct": None}]), slots, guard, lambda: 0)
+    assert "ocrbatch_kv_cache_usage_ratio" not in plain.render().decode()

@@ -165,21 +165,23 @@ def test_worker_figures_show_in_the_panel_and_the_summary():
 
     worker = WorkerFigures(device="cuda:0", batches=154, pages=1170, busy_s=560.0, wall_s=571.0, compute_s=540.2,
                            copy_s=1.23, cap=8, allocations=24, allocations_after_warmup=0, slot_efficiency=0.91234,
-                           tokens=120000)
+                           tokens=120000, kv_cache=0.4213, kv_cache_peak=0.8127)
     snap = fake_snapshot(infer_workers=(worker,))
-    text = render(render_panel(snap), width=140)
+    text = render(render_panel(snap), width=170)
     assert ("cuda:0  154 batches · 7.6 mean · busy 98% · compute 9m00s · copy 1.2 s · cap 8 · "
-            "buffers 24 made, 0 after warm-up") in text
+            "buffers 24 made, 0 after warm-up · KV cache 42% (peak 81%)") in text
     figures = summary_dict(snap)
     assert figures["infer_workers"] == [{
         "device": "cuda:0", "batches": 154, "pages": 1170, "mean_batch": 7.6, "busy_pct": 98.1, "wall_s": 571.0,
         "compute_s": 540.2, "copy_s": 1.23, "batch_cap": 8, "buffer_allocations": 24,
-        "buffer_allocations_after_warmup": 0, "slot_efficiency": 0.9123, "tokens": 120000}]
+        "buffer_allocations_after_warmup": 0, "slot_efficiency": 0.9123, "tokens": 120000,
+        "kv_cache_pct": 42.1, "kv_cache_peak_pct": 81.3}]
     summary = SimpleNamespace(counts={"ok": 1170, "skipped": 0, "failed": 0}, pages_total=1170, sources=1,
                               missing_inputs=[], output="/tmp/out", engine={"engine": "deepseek-ocr2"},
                               figures=figures)
     assert re.search(r"cuda:0 +154 batches, mean 7\.6 · busy 98% · compute 9m00s · copy 1\.2 s · cap 8 · "
-                     r"buffers 24 made, 0 after warm-up", render(summary_table(summary), width=160))
+                     r"buffers 24 made, 0 after warm-up · KV cache peak 81%", render(summary_table(summary), width=160))
     # Without buffers (e.g. rapidocr) or a controller, those parts are left out.
     bare = WorkerFigures("cpu", 3, 6, 1.0, 2.0, 0.9, 0.0, None, None, None)
-    assert "buffers" not in render(render_panel(fake_snapshot(infer_workers=(bare,))), width=140)
+    bare_text = render(render_panel(fake_snapshot(infer_workers=(bare,))), width=140)
+    assert "buffers" not in bare_text and "KV cache" not in bare_text

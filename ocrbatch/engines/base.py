@@ -106,7 +106,8 @@ class Runner(abc.ABC):
     def stats(self) -> dict[str, Any]:
         """Figures on the runner's buffers for the worker's metrics: `allocations` (tensors created so far),
         `copy_s` (host → device copy time), `filled` (they ran out once: from then on they only cycle);
-        empty when the engine keeps none."""
+        an engine that manages a KV cache itself also gives `kv_cache_usage` and `kv_cache_peak` (the share in
+        use now and the most, 0..1); empty when the engine keeps none."""
         return {}
 
     def device_facts(self) -> dict[str, Any]:

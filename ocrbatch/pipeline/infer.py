@@ -194,7 +194,8 @@ class InferWorker:
             cap=self.controller.cap if self.controller is not None else None, allocations=allocations,
             allocations_after_warmup=None if allocations is None or warm is None else allocations - warm,
             slot_efficiency=self.slots.efficiency if self.slots is not None else None,
-            tokens=self.slots.useful if self.slots is not None else None)
+            tokens=self.slots.useful if self.slots is not None else None,
+            kv_cache=stats.get("kv_cache_usage"), kv_cache_peak=stats.get("kv_cache_peak"))
 
     def run_batch(self, pages: Sequence[PageImage]) -> None:
         """Infer `pages`, splitting on failure; every page ends in exactly one result. Pages handed here

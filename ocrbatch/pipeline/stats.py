@@ -44,6 +44,8 @@ class WorkerFigures:
     allocations_after_warmup: int | None  # of which after warm-up (pipeline/infer.py; None: not over yet)
     slot_efficiency: float | None = None  # useful tokens ÷ (rows × decoding steps); None: not counted
     tokens: int | None = None  # tokens generated that pages kept
+    kv_cache: float | None = None  # share of the engine's own KV cache in use now (vLLM's figure); None: none
+    kv_cache_peak: float | None = None  # the most of it in use so far
 
     @property
     def mean_batch(self) -> float:
@@ -61,7 +63,9 @@ class WorkerFigures:
                 "buffer_allocations": self.allocations,
                 "buffer_allocations_after_warmup": self.allocations_after_warmup,
                 "slot_efficiency": None if self.slot_efficiency is None else round(self.slot_efficiency, 4),
-                "tokens": self.tokens}
+                "tokens": self.tokens,
+                "kv_cache_pct": None if self.kv_cache is None else round(100 * self.kv_cache, 1),
+                "kv_cache_peak_pct": None if self.kv_cache_peak is None else round(100 * self.kv_cache_peak, 1)}
 
 
 @dataclass(frozen=True)

@@ -78,6 +78,13 @@ class _ConverterCollector:
         yield pages
         yield _gauge("ocrbatch_batch_size_mean", "Mean pages per engine batch since the server started.",
                      s["mean_batch"])
+        kv = [w for w in s["workers"] if w.get("kv_cache_pct") is not None]
+        if kv:
+            cache = GaugeMetricFamily("ocrbatch_kv_cache_usage_ratio", "Share of the engine's own KV cache in use "
+                                      "(--backend vllm: vLLM's scheduler figure), per device.", labels=["device"])
+            for w in kv:
+                cache.add_metric([str(w["device"])], w["kv_cache_pct"] / 100)
+            yield cache
         sample = self._resources()
         if sample is not None and sample.gpus:
             util = GaugeMetricFamily("ocrbatch_gpu_utilization_percent", "GPU utilization (NVML, whole device).",

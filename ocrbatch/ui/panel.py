@@ -110,6 +110,8 @@ def worker_line(w: WorkerFigures) -> str:
     if w.allocations is not None:
         after = "?" if w.allocations_after_warmup is None else f"{w.allocations_after_warmup:,}"
         parts.append(f"buffers {w.allocations:,} made, {after} after warm-up")
+    if w.kv_cache is not None:
+        parts.append(f"KV cache {fmt.pct(w.kv_cache)} (peak {fmt.pct(w.kv_cache_peak or 0.0)})")
     return " · ".join(parts)
 
 

@@ -66,6 +66,8 @@ def _worker(w: dict) -> str:
     if w.get("buffer_allocations") is not None:
         after = w.get("buffer_allocations_after_warmup")
         parts.append(f"buffers {w['buffer_allocations']} made, {'?' if after is None else after} after warm-up")
+    if w.get("kv_cache_peak_pct") is not None:
+        parts.append(f"KV cache peak {w['kv_cache_peak_pct']:.0f}%")
     return " · ".join(parts)
 
 

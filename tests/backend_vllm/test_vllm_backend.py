@@ -199,6 +199,10 @@ def test_convert_end_to_end_same_manifest_resume_and_exit_codes(checkpoint: Path
             (tmp_path / "transformers" / man_t[name]["output"]).read_text()
     assert "backend=vllm" in man_v["zero.png"]["engine"] and "backend" not in man_t["zero.png"]["engine"]
     assert sum_v["engine"]["backend"] == "vllm"
+    # vLLM's own KV-cache figure reaches the summary (the panel's worker line shares it); the transformers
+    # backend has no such cache to report.
+    (vllm_worker,), (tf_worker,) = sum_v["infer_workers"], sum_t["infer_workers"]
+    assert 0 < vllm_worker["kv_cache_peak_pct"] <= 100 and tf_worker["kv_cache_peak_pct"] is None
 
     # The transformers layout of the same weights (deepseek-community's) reads through a view: the same Markdown.
     community = synthetic.build(tmp_path / "community")

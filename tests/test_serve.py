@@ -61,7 +61,7 @@ class Server:
     """`ocrbatch serve --port 0 ARGS` in a subprocess (tests/serve_main.py: the CLI plus the test engines)."""
 
     def __init__(self, tmp: Path, *args: str, token: str | None = None, preexec_fn=None,
-                 env: dict | None = None) -> None:
+                 env: dict | None = None, ready_s: float = 60.0) -> None:
         tmp.mkdir(parents=True, exist_ok=True)
         self.gate, self.batch_log, self.log = tmp / "gate", tmp / "batches", tmp / "server.log"
         self.tmpdir = tmp / "tmpdir"  # the server's TMPDIR: its uploads' folders are in here
@@ -87,7 +87,7 @@ class Server:
         self.host, self.port = found[0][0], int(found[0][1])
         self.url = f"http://{self.host}:{self.port}"
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
-        until(lambda: httpx.get(self.url + "/readyz").status_code == 200, "the engine to load")
+        until(lambda: httpx.get(self.url + "/readyz").status_code == 200, "the engine to load", ready_s)
 
     def convert(self, body: bytes, params: dict | None = None, headers: dict | None = None,
                 filename: str | None = None) -> httpx.Response:

@@ -222,3 +222,23 @@ def test_convert_end_to_end_same_manifest_resume_and_exit_codes(checkpoint: Path
     assert json.loads(again["vllm"].stdout)["pages_skipped"] == 3
     other = run_cli("convert", str(docs), "-o", str(tmp_path / "vllm"), "--backend", "transformers", *common, env=env)
     assert json.loads(other.stdout)["pages_skipped"] == 0
+
+
+def test_serve_answers_through_vllm_and_shows_its_kv_cache_in_metrics(checkpoint: Path, tmp_path: Path) -> None:
+    """`ocrbatch serve --backend vllm` (a subprocess, as a user runs it): a page answered through vLLM, vLLM's
+    KV-cache gauge in /metrics, and a clean stop."""
+    import io
+
+    serve = pytest.importorskip("test_serve")
+    srv = serve.Server(tmp_path / "srv", "--engine", "deepseek-ocr2", "--backend", "vllm", "--model",
+                       str(checkpoint), "--max-new-tokens", "16", "--devices", "cpu", ready_s=600)
+    try:
+        image = io.BytesIO()
+        draw_page("Memo\nRoom 4 at noon", size=SIZES["zero"]).save(image, format="PNG")
+        r = srv.convert(image.getvalue(), filename="memo.png")
+        assert r.status_code == 200, r.text
+        (entry,) = r.json()["pages"]
+        assert entry["status"] in ("ok", "truncated") and entry["confidence"]["method"] == "tokens"
+        assert 'ocrbatch_kv_cache_usage_ratio{device="cpu"}' in serve.httpx.get(srv.url + "/metrics").text
+    finally:
+        assert srv.stop() == 0, srv.log.read_text()[-2000:]

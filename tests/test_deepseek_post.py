@@ -48,6 +48,11 @@ def test_several_boxes_and_figures_are_numbered_in_order():
 
 def test_single_image_input_puts_figures_in_an_images_folder_beside_it():
     assert figure_path(PurePosixPath("a/scan.md"), 2) == PurePosixPath("a/images/scan-2.png")
+    # A page name as long as the file system allows: its figures' names are cut short with a hash, each its own.
+    long = PurePosixPath("a/" + "ü" * 126 + ".md")  # 252 + 3 bytes
+    names = [figure_path(long, k).name for k in (1, 2)]
+    assert all(len(n.encode()) <= 255 and n.endswith(".png") for n in names) and names[0] != names[1]
+    assert figure_path(long, 1).parent == PurePosixPath("a/images")
     md, figures = to_markdown("<|ref|>image<|/ref|><|det|>[[0,0,500,500]]<|/det|>", page_with_figure(),
                               PurePosixPath("scan.md"))
     assert md == "![](images/scan-1.png)\n"

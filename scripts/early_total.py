@@ -24,9 +24,11 @@ from PIL import Image
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def make_files(root: Path, n: int) -> int:
-    page = Image.new("RGB", (400, 560), "white")
-    pages = 0
+def make_files(root: Path, n: int, size: tuple[int, int] = (400, 560)) -> list[int]:
+    """N small blank files in folders of 100: PDFs of 1-3 pages, 3-frame TIFFs and PNGs in turn; each one's
+    page count (tests/test_early_total.py makes its folder here too)."""
+    page = Image.new("RGB", size, "white")
+    counts = []
     for i in range(n):
         folder = root / f"box{i // 100:03d}"
         folder.mkdir(parents=True, exist_ok=True)
@@ -39,15 +41,15 @@ def make_files(root: Path, n: int) -> int:
         else:
             k = 1
             page.save(folder / f"p{i}.png")
-        pages += k
-    return pages
+        counts.append(k)
+    return counts
 
 
 def main(argv: list[str]) -> int:
     n = int(argv[0]) if argv else 1500
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "in"
-        pages = make_files(root, n)
+        pages = sum(make_files(root, n))
         print(f"{n} files, {pages} pages")
         t0 = time.monotonic()
         proc = subprocess.Popen([sys.executable, "-m", "ocrbatch", "convert", str(root), "-o", str(Path(tmp) / "out"),

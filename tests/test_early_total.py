@@ -3,6 +3,7 @@ first pages are still in the engine, not only once discovery reaches the last fi
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from pathlib import Path
@@ -14,6 +15,9 @@ from ocrbatch.config import PageSelection, RunConfig
 from ocrbatch.engines.fake import FakeEngine
 from ocrbatch.pipeline.run import run
 from ocrbatch.ui import plain
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+from early_total import make_files  # noqa: E402  (the script's folder of files, made the same way here)
 
 FILES = 1500
 
@@ -34,22 +38,8 @@ def big_folder(tmp_path_factory) -> tuple[Path, list[int]]:
     """1,500 small files in 15 folders: PDFs of 1-3 pages, 3-frame TIFFs, PNGs, and a damaged PDF; and the page
     count of each readable file."""
     root = tmp_path_factory.mktemp("many")
-    page = Image.new("RGB", (40, 40), "white")
-    counts = []
-    for i in range(FILES - 1):
-        folder = root / f"box{i // 100:02d}"
-        folder.mkdir(exist_ok=True)
-        if i % 3 == 0:
-            n = 1 + (i // 3) % 3
-            page.save(folder / f"d{i}.pdf", save_all=True, append_images=[page] * (n - 1))
-        elif i % 3 == 1:
-            n = 3
-            page.save(folder / f"t{i}.tif", save_all=True, append_images=[page] * 2)
-        else:
-            n = 1
-            page.save(folder / f"p{i}.png")
-        counts.append(n)
-    (root / "box00" / "broken.pdf").write_bytes(b"%PDF-1.4\n1 0 obj\n")  # one failed record
+    counts = make_files(root, FILES - 1, size=(40, 40))
+    (root / "box000" / "broken.pdf").write_bytes(b"%PDF-1.4\n1 0 obj\n")  # one failed record
     return root, counts
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any, Iterable
 
+from ...pipeline.names import NAME_MAX, fit_key
 from ...records import Attachment, PageLines, PlacedLine
 
 COORD_MAX = 999  # the model's boxes are in 0..999 of the page
@@ -78,8 +79,6 @@ def figure_path(md_relpath: PurePosixPath, k: int) -> PurePosixPath:
     """Where the k-th figure (1-based) of the page written at `md_relpath` goes, relative to the output folder:
     `images/` beside the Markdown, named after it; cut short with a hash, as page names are, when the name
     would be over the file system's limit (a page name within a few bytes of it)."""
-    from ...pipeline.names import NAME_MAX, fit_key
-
     stem = fit_key(PurePosixPath(f"{md_relpath.stem}-{k}"), multipage=True, name_max=NAME_MAX - len(".png"))
     return md_relpath.parent / "images" / f"{stem.name}.png"
 

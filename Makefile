@@ -45,7 +45,7 @@ test-vllm: $(VLLM_VENV)/.test
 	$(VBIN)/python -m pytest -q tests/backend_vllm
 
 bench: $(VENV)/.test
-	$(BIN)/python scripts/bench.py
+	$(BIN)/python scripts/corpus_bench.py
 
 # kill -9 at 20 random moments, rerun, check each rerun ends like a clean run (a few minutes)
 soak: $(VENV)/.base

@@ -23,6 +23,7 @@ from .errors import ExitCode, OcrbatchError, UsageError
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Batch-convert scanned PDFs and page images to Markdown, one file per page.")
 log = logging.getLogger("ocrbatch")
+PROG = "ocrbatch"  # also under `python -m ocrbatch`: the name --help shows and --install-completion completes
 
 
 class _StderrHandler(logging.Handler):
@@ -354,10 +355,10 @@ def main() -> None:
 
         install()
     if not _json_wanted(sys.argv[1:]):
-        app()
+        app(prog_name=PROG)
         return
     try:  # convert --json: a usage error the option parser finds also gets its JSON summary
-        code = app(standalone_mode=False)
+        code = app(standalone_mode=False, prog_name=PROG)
     except typer.Abort:
         sys.exit(1)
     except Exception as exc:  # the parser's ClickException (typer's own copy of click in newer versions)

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """How the embedded engine's page confidence tracks its character error rate: a table of confidence bands
-against CER on the development corpus (../shared/bench/dev), for the README.
+against CER on the development corpus (../shared/bench/dev), for docs/benchmarks.md.
 
     python scripts/confidence_table.py                    # the dev corpus as it is (30 pages, ~1-2 min)
     python scripts/confidence_table.py --degrade 2        # and two degraded copies of every page

@@ -177,6 +177,22 @@ def test_the_options_page_has_every_row_of_the_table_once_where_it_applies():
             assert row.endswith("Converter |"), row
 
 
+def test_every_script_says_what_it_is_and_something_runs_it():
+    """scripts/ keeps only what the Makefile, the tests or the docs run (or another such script imports)."""
+    import ast
+
+    runners = "\n".join(p.read_text() for p in [ROOT / "Makefile", *(ROOT / "tests").rglob("*.py"),
+                                                  *DOCS.glob("*.md"), *(ROOT / "scripts").glob("*")] if p.is_file())
+    for script in sorted((ROOT / "scripts").iterdir()):
+        if script.suffix not in (".py", ".sh"):
+            continue
+        text = script.read_text()
+        said = ast.get_docstring(ast.parse(text)) if script.suffix == ".py" else text.split("\n", 2)[1].lstrip("# ")
+        assert said and said.strip(), f"{script.name} says nothing of what it is"
+        mentions = runners.replace(text, "").count(script.stem)
+        assert mentions, f"{script.name}: neither the Makefile nor the tests nor the docs run it"
+
+
 def test_the_man_page_comes_from_the_same_table(tmp_path):
     out = tmp_path / "ocrbatch.1"
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "reference.py"), "man", str(out)],

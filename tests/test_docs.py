@@ -193,6 +193,16 @@ def test_every_script_says_what_it_is_and_something_runs_it():
         assert mentions, f"{script.name}: neither the Makefile nor the tests nor the docs run it"
 
 
+def test_shell_completion_offers_commands_and_an_options_values():
+    env = {**os.environ, "_OCRBATCH_COMPLETE": "complete_bash", "COMP_CWORD": "3",
+           "COMP_WORDS": "ocrbatch convert --text-layer o"}
+    r = subprocess.run([sys.executable, "-m", "ocrbatch"], env=env, capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.split() == ["off", "only"], r.stdout + r.stderr
+    r = subprocess.run([sys.executable, "-m", "ocrbatch"], capture_output=True, text=True,
+                       env={**env, "COMP_CWORD": "1", "COMP_WORDS": "ocrbatch th"})
+    assert r.stdout.split() == ["throughput"], r.stdout + r.stderr  # not the hidden old name, bench
+
+
 def test_the_man_page_comes_from_the_same_table(tmp_path):
     out = tmp_path / "ocrbatch.1"
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "reference.py"), "man", str(out)],

@@ -60,6 +60,9 @@ def _where(o: Any) -> str:
 
 
 def _cell(text: str) -> str:
+    """Text for a Markdown table cell: pipes escaped, and <, >, & as entities (--prompt's <image>, --join's
+    <!-- page N --> are text, not HTML)."""
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return text.replace("|", "\\|").replace("\n", " ")
 
 
@@ -77,6 +80,7 @@ def options_page() -> str:
     from ocrbatch.config import ENGINE, OPTIONS, RUN, SERVE
 
     lines = [
+        "---", "hide: [toc]", "---", "",  # the table needs the width
         "# Options",
         "",
         "<!-- Generated from ocrbatch/config.py's OPTIONS by scripts/reference.py when the site is built. -->",

@@ -60,8 +60,8 @@ def test_bench_on_the_length_mix_continuous_wastes_fewer_rows_than_static(one_th
 
 
 def test_bench_mix_heading_says_the_mix_it_drew_and_refuses_a_median_past_the_limit(one_thread):
-    r = CliRunner().invoke(app, ["throughput", "--arch", "tiny", "--batch-sizes", "2", "--pages", "2", "--max-new-tokens",
-                                 "16", "--loop-pages", "1", "-j", "1", "--schedules", "continuous"])
+    r = CliRunner().invoke(app, ["throughput", "--arch", "tiny", "--batch-sizes", "2", "--pages", "2",
+                                 "--max-new-tokens", "16", "--loop-pages", "1", "-j", "1", "--schedules", "continuous"])
     assert r.exit_code == 0, (r.stderr, r.exception)
     assert re.search(r"; lengths log-normal, median 2 tokens, sigma 0\.6, 1 page in 20 to the limit of 16 "
                      r"\(drawn: median \d+, \d of 2 pages to the limit\); pages 740x560$", r.stdout.splitlines()[0])

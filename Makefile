@@ -10,7 +10,7 @@ VLLM_VENV ?= .venv-vllm
 VBIN := $(VLLM_VENV)/bin
 STAND_IN := tests/backend_vllm/stand_in/ocrbatch_torchvision_stand_in.py
 
-.PHONY: run test test-vllm bench soak faults mutants samples clean
+.PHONY: run test test-vllm bench soak faults mutants samples docs docs-serve man clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -19,9 +19,13 @@ $(VENV)/.base: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e .
 	touch $@
 
+$(VENV)/.docs: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e ".[docs]"
+	touch $@
+
 $(VENV)/.test: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q "$(TORCH)"
-	$(BIN)/pip install -q -e ".[gpu,quantize,ray,serve,test]"
+	$(BIN)/pip install -q -e ".[gpu,quantize,ray,serve,test,docs]"
 	touch $@
 
 # PyPI's torchvision, torchaudio and torchcodec are CUDA builds that fail to import beside torch 2.13.0+cpu (and stop
@@ -45,7 +49,7 @@ test-vllm: $(VLLM_VENV)/.test
 	$(VBIN)/python -m pytest -q tests/backend_vllm
 
 bench: $(VENV)/.test
-	$(BIN)/python scripts/bench.py
+	$(BIN)/python scripts/corpus_bench.py
 
 # kill -9 at 20 random moments, rerun, check each rerun ends like a clean run (a few minutes)
 soak: $(VENV)/.base
@@ -62,5 +66,18 @@ mutants: $(VENV)/.test
 samples: $(VENV)/.base
 	$(BIN)/python scripts/make_samples.py sample_docs
 
+# the docs site from docs/ and mkdocs.yml into site/ (the Options and Commands pages made from the code as it
+# builds: scripts/reference.py); make test builds it too, strictly
+docs: $(VENV)/.docs
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict
+
+# the same site, served on http://127.0.0.1:8001 and rebuilt as you edit
+docs-serve: $(VENV)/.docs
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs serve -a 127.0.0.1:8001
+
+# the man page, from the option table and the commands: man -l build/man/ocrbatch.1
+man: $(VENV)/.base
+	$(BIN)/python scripts/reference.py man build/man/ocrbatch.1
+
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) out .pytest_cache
+	rm -rf $(VENV) $(VLLM_VENV) out .pytest_cache site build/man

@@ -20,9 +20,10 @@ from . import __version__, config
 from .config import Option
 from .errors import ExitCode, OcrbatchError, UsageError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Batch-convert scanned PDFs and page images to Markdown, one file per page.")
 log = logging.getLogger("ocrbatch")
+PROG = "ocrbatch"  # also under `python -m ocrbatch`: the name --help shows and --install-completion completes
 
 
 class _StderrHandler(logging.Handler):
@@ -81,11 +82,21 @@ def _flag(option: Option) -> inspect.Parameter:
     """The command-line parameter of one row of config.OPTIONS (typer reads it from the command's signature)."""
     names = [f"{option.flag}/{option.off}" if option.kind == "switch" else option.flag, *option.short]
     info = typer.Option(option.default, *names, help=option.help, metavar=option.metavar, count=option.kind == "count",
-                        show_default=option.default is not None and option.kind not in ("switch", "count"))
+                        show_default=option.default is not None and option.kind not in ("switch", "count"),
+                        autocompletion=_completion(option.choices) if option.choices else None)
     kind = _ANNOTATIONS[option.kind]
     return inspect.Parameter(option.name, inspect.Parameter.KEYWORD_ONLY, default=info,
                              annotation=kind if option.default is not None or option.kind == "switch"
                              else Optional[kind])
+
+
+def _completion(choices: tuple[str, ...]) -> Callable[[str], list[str]]:
+    """Shell completion (`ocrbatch --install-completion`) of an option's values."""
+
+    def complete(incomplete: str) -> list[str]:
+        return [c for c in choices if c.startswith(incomplete)]
+
+    return complete
 
 
 def _with_options(scope: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
@@ -247,8 +258,8 @@ def _reporter(quiet, progress, log_every, metrics_file, engine, output, verbose=
                     metrics=metrics, about={"engine": engine, "output": str(output)}, verbose=bool(verbose))
 
 
-@app.command()
-def bench(
+@app.command("throughput")
+def throughput(
     arch: str = typer.Option("tiny", "--arch",
                              help="full: a random model of the published size (~3.4B parameters), on a GPU; "
                                   "tiny: the same architecture at toy width, on a CPU."),
@@ -277,19 +288,19 @@ def bench(
     quiet: bool = typer.Option(False, "-q", "--quiet", help="No progress lines on stderr."),
     verbose: int = typer.Option(0, "-v", "--verbose", count=True, help="Tracebacks on errors."),
 ) -> None:
-    """Throughput of the pipeline on a random DeepSeek-OCR-2 (no weights needed): pages/s per batch size,
+    """Throughput of the GPU pipeline on a random DeepSeek-OCR-2 (no weights needed): pages/s per batch size,
     GPU utilization, peak VRAM, buffer allocations after warm-up, and the gain over a one-page-at-a-time loop."""
     _setup_logging(quiet, verbose)
 
     def run_bench() -> int:
-        from .bench import BenchConfig, main as bench_main, parse_sizes
+        from .throughput_bench import BenchConfig, main as bench_main, parse_sizes
         from .errors import EngineLoadError
 
         try:
             import torch  # noqa: F401 - the benchmark builds a random DeepSeek-OCR-2 with these
             import transformers  # noqa: F401
         except ImportError as exc:
-            raise EngineLoadError(f"ocrbatch bench needs torch and transformers ({exc}): install torch for your "
+            raise EngineLoadError(f"ocrbatch throughput needs torch and transformers ({exc}): install torch for your "
                                   "platform (https://pytorch.org), then pip install 'ocrbatch[gpu]'") from exc
 
         config = BenchConfig(arch=arch, batch_sizes=parse_sizes(batch_sizes), pages=pages, pages_dir=pages_dir,
@@ -299,6 +310,9 @@ def bench(
         return bench_main(config, json_out=as_json, quiet=quiet)
 
     _exit_with(run_bench, verbose)
+
+
+app.command("bench", hidden=True, help="The old name of `ocrbatch throughput`.")(throughput)
 
 
 @app.command()
@@ -341,10 +355,10 @@ def main() -> None:
 
         install()
     if not _json_wanted(sys.argv[1:]):
-        app()
+        app(prog_name=PROG)
         return
     try:  # convert --json: a usage error the option parser finds also gets its JSON summary
-        code = app(standalone_mode=False)
+        code = app(standalone_mode=False, prog_name=PROG)
     except typer.Abort:
         sys.exit(1)
     except Exception as exc:  # the parser's ClickException (typer's own copy of click in newer versions)

@@ -10,7 +10,7 @@
 
 The recognizer's `score` is the mean line score over the page's least sure tenth of text, by characters
 (`recognizer_score`); how it tracks the character error rate on the development corpus is measured by
-scripts/confidence_table.py (the table is in the README).
+scripts/confidence_table.py (the table is in docs/benchmarks.md).
 """
 
 from __future__ import annotations

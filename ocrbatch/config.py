@@ -2,7 +2,7 @@
 
 `OPTIONS` is the one table of options, a row each: name, kind, default, help, scope, the values allowed. From it
 come the `convert` and `serve` flags (cli.py), the OCRBATCH_* variables, the `Converter`'s keywords and their
-checks (converter.py), and the README's list (tests/test_options.py keeps the README true to it). A row's
+checks (converter.py), and the docs' Options page and man page (scripts/reference.py makes them). A row's
 scope says where it goes:
 
     run     a flag of `ocrbatch convert` (one run: its inputs, output and reporting)

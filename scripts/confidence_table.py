@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """How the embedded engine's page confidence tracks its character error rate: a table of confidence bands
-against CER on the development corpus (../shared/bench/dev), for the README.
+against CER on the development corpus (../shared/bench/dev), for docs/benchmarks.md.
 
     python scripts/confidence_table.py                    # the dev corpus as it is (30 pages, ~1-2 min)
     python scripts/confidence_table.py --degrade 2        # and two degraded copies of every page
@@ -59,7 +59,7 @@ def degrade(image: Any, level: int, seed: int) -> Any:
 def read_pages(dev: Path, levels: int, size: str) -> list[dict]:
     """Every dev page (and its degraded copies) through the engine: name, level, Markdown, confidence and the
     kept lines' scores and lengths."""
-    import bench  # scripts/bench.py: the dev pages as images
+    import corpus_bench as bench  # scripts/corpus_bench.py (make bench): the dev pages as images
     from ocrbatch.config import EngineOptions
     from ocrbatch.engines import registry
     from ocrbatch.records import PageImage

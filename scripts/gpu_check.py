@@ -6,7 +6,7 @@ Steps, most telling first; each has a time it needs and is skipped when less is 
   2. a tiny random checkpoint in-process, first-pass tokens (every page exactly the token limit: no retries):
      one static batch of pages with 0, 2, 3 and 6 crops, and continuous decoding with pages joining mid-run,
      each against every page alone: identical rows, and where the others first diverge
-  3. `ocrbatch bench --arch full` (random real-size model, page lengths drawn from the realistic mix): static
+  3. `ocrbatch throughput --arch full` (random real-size model, page lengths drawn from the realistic mix): static
      batch 8 (the old path), continuous at 8 rows, and both at 64 rows: pages/s, tokens/s, slot efficiency,
      NVML utilization, peak VRAM, buffer allocations after warm-up; rows printed as they finish, the run
      stopped when its time is up
@@ -344,7 +344,7 @@ def _fmt(value: float | None, digits: int) -> str:
 
 
 def step_bench(device: str, budget_s: float, kill_after_s: float, self_test: bool) -> None:
-    """`ocrbatch bench` in its own process (its GPU memory goes with it), its rows printed as each is measured:
+    """`ocrbatch throughput` in its own process (its GPU memory goes with it), its rows printed as each is measured:
     a run stopped at `kill_after_s` keeps the rows it had. `budget_s`: it starts no run after that."""
     if self_test:
         args = ["--arch", "tiny", "--batch-sizes", "2", "--pages", "4", "--max-new-tokens", "16", "--loop-pages", "1"]
@@ -352,7 +352,7 @@ def step_bench(device: str, budget_s: float, kill_after_s: float, self_test: boo
         # Today's path (static, batch 8) against continuous decoding at 8 and at 64 rows, on the length mix.
         args = ["--arch", "full", "--batch-sizes", "8,64", "--pages", "48", "--max-new-tokens", "256",
                 "--loop-pages", "2"]
-    cmd = [sys.executable, "-m", "ocrbatch", "bench", *args, "--device", device, "--budget-s", str(int(budget_s))]
+    cmd = [sys.executable, "-m", "ocrbatch", "throughput", *args, "--device", device, "--budget-s", str(int(budget_s))]
     t = time.monotonic()
     rows = []
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT) as proc:

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-import bench  # noqa: E402  (scripts/bench.py: page lists, scorer paths)
+import corpus_bench as bench  # noqa: E402  (scripts/corpus_bench.py: page lists, scorer paths)
 
 
 def dump(cache: Path, size: str, which: str) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from mutation_check import Mutation
 
 _C, _R = "tests/test_convert.py::", "tests/test_reliability.py::"
+_D = "tests/test_docs.py::"
 
 CONVERT = [
     Mutation("names-newcomer-takes-owned", "ocrbatch/pipeline/names.py",
@@ -71,4 +72,20 @@ CONVERT = [
     Mutation("bench-torch-unchecked", "ocrbatch/cli.py", "            import torch  # noqa: F401",
              "            import json as torch  # noqa: F401", (_C + "test_bench_without_torch_says_what_to_install",),
              "bench without torch is an internal error (exit 1)"),
+    # -- the docs and the command line's names (issue 29) --
+    Mutation("docs-options-page-drops-serve-rows", "scripts/reference.py",
+             "*_rows(lambda o: SERVE in o.scope and RUN not in o.scope),", "*_rows(lambda o: False),",
+             (_D + "test_the_options_page_has_every_row_of_the_table_once_where_it_applies",),
+             "the Options page leaves out serve's own options"),
+    Mutation("cli-bench-alias-gone", "ocrbatch/cli.py",
+             'app.command("bench", hidden=True, help="The old name of `ocrbatch throughput`.")(throughput)', "",
+             ("tests/test_throughput_bench.py::test_bench_is_the_old_hidden_name_of_throughput",),
+             "`ocrbatch bench`, the old name, stops working"),
+    Mutation("cli-prog-name-python-m", "ocrbatch/cli.py", 'PROG = "ocrbatch"', "PROG = None",
+             (_D + "test_every_shell_example_runs_as_written_and_exits_as_documented",),
+             "under python -m, --install-completion completes a command named `python -m ocrbatch`"),
+    Mutation("cli-completion-no-values", "ocrbatch/cli.py",
+             "autocompletion=_completion(option.choices) if option.choices else None)", "autocompletion=None)",
+             (_D + "test_shell_completion_offers_commands_and_an_options_values",),
+             "shell completion offers no values for --text-layer, --model-size, ..."),
 ]

@@ -336,7 +336,7 @@ def test_json_prints_a_summary_with_the_error_on_every_exit(docs, tmp_path):
 
 
 def test_bench_without_torch_says_what_to_install(tmp_path):
-    code = ("import sys; sys.modules['torch'] = None; sys.argv = ['ocrbatch', 'bench', '--arch', 'tiny']; "
+    code = ("import sys; sys.modules['torch'] = None; sys.argv = ['ocrbatch', 'throughput', '--arch', 'tiny']; "
             "from ocrbatch.cli import main; main()")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 5, r.stderr

@@ -168,16 +168,6 @@ def test_options_come_from_the_environment_and_flags_win(tmp_path):
         Converter.from_env({"OCRBATCH_MAX_BATCH": "many"})
 
 
-def test_the_readme_python_example_runs(tmp_path, monkeypatch):
-    text = (ROOT / "README.md").read_text()
-    code = text.split("## Python", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
-    assert 'engine="rapidocr"' in code
-    (tmp_path / "sample_docs").symlink_to(ROOT / "sample_docs")
-    monkeypatch.chdir(tmp_path)
-    exec(compile(code.replace('engine="rapidocr"', 'engine="fake"'), "README.md", "exec"), {})
-    assert digests(tmp_path / "out") == SAMPLE_DOCS_FAKE
-
-
 def test_a_file_changed_between_submits_is_read_afresh_and_an_empty_selection_gives_no_pages(tmp_path, counter):
     path = tmp_path / "doc.pdf"
     with Converter(engine=counter, max_wait_ms=10) as conv:

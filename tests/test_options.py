@@ -15,7 +15,6 @@ from conftest import draw_page, run_cli
 from ocrbatch import cli, config
 from ocrbatch.config import OPTIONS, RUN, SERVE
 
-ROOT = Path(__file__).resolve().parents[1]
 FLAGGED = [o for o in OPTIONS if o.scope & {RUN, SERVE}]
 
 
@@ -204,24 +203,6 @@ def test_converter_keywords_are_the_tables_engine_rows_checked_by_the_table():
         assert conv._service_config.starve_s == 0.05 and conv._template.max_wait_ms == 5
     finally:
         conv.close()
-
-
-def readme_section(title: str) -> str:
-    text = (ROOT / "README.md").read_text()
-    return text.split(f"\n## {title}", 1)[1].split("\n## ", 1)[0]
-
-
-def test_the_readme_lists_every_option_and_variable():
-    options, serve = readme_section("Options"), readme_section("Serve")
-    for o in config.options(RUN):
-        assert f"`{o.flag}" in options or f", {o.flag}" in options, o.flag
-        assert o.env in options, o.env
-    for o in config.options(SERVE):
-        assert o.flag in serve or (RUN in o.scope and o.flag in options), o.flag
-        assert o.env in serve or o.env in options, o.env
-    python = readme_section("Python")
-    for o in config.options(config.ENGINE):
-        assert f"`{o.name}`" in python, o.name
 
 
 def test_serve_takes_max_batch_auto_from_its_flag_or_variable(tmp_path, monkeypatch):

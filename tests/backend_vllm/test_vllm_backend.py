@@ -26,7 +26,7 @@ from ocrbatch.engines.deepseek_ocr2_vllm.engine import VllmDeepseekOcr2Engine  #
 from ocrbatch.records import Kind, PageImage, PageOutput, PageRef, Source, Status  # noqa: E402
 
 MAX_NEW = 48
-# Page sizes giving 0, 2 and 6 crops; their global views are centred alike by both processors (see the README).
+# Page sizes giving 0, 2 and 6 crops; their global views are centred alike by both processors (see docs/engines.md).
 SIZES = {"zero": (600, 700), "two": (1600, 800), "six": (1000, 1400)}
 
 

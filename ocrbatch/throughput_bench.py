@@ -1,4 +1,5 @@
-"""`ocrbatch bench`: the pipeline's throughput on a random DeepSeek-OCR-2; no weights, no download.
+"""`ocrbatch throughput` (formerly `ocrbatch bench`): the GPU pipeline's throughput on a random DeepSeek-OCR-2;
+no weights, no download.
 
     build a random checkpoint in a temporary folder      tiny on a CPU, real size (~3.4B) on a GPU
     draw pages (or take --pages-dir)                    A4 for full; for tiny, pages that fit one tile
@@ -358,7 +359,7 @@ def heading(result: BenchResult) -> str:
            f"{result.pages_drawn} pages to the limit)"
            if result.lengths == "mix" else f"{result.tokens} tokens per page")
     return "\n".join([
-        f"ocrbatch bench: random DeepSeek-OCR-2 ({result.arch}, {result.params_m:,.1f}M parameters) on "
+        f"ocrbatch throughput: random DeepSeek-OCR-2 ({result.arch}, {result.params_m:,.1f}M parameters) on "
         f"{result.device}, {result.dtype}; {mix}; pages {result.page_size}",
         f"per-page loop: {result.loop_pages} pages, {result.loop_pages_per_s:.2f} pages/s "
         f"({1 / result.loop_pages_per_s:.2f} s/page)" if result.loop_pages_per_s else "per-page loop: -",
@@ -392,7 +393,7 @@ def _num(value: float | None, digits: int) -> str:
 def main(cfg: BenchConfig, json_out: bool = False, quiet: bool = False) -> int:
     """The command: progress on stderr; the table on stdout, each row as soon as it is measured (or JSON at
     the end)."""
-    say = (lambda line: None) if quiet else (lambda line: print(f"ocrbatch bench: {line}", file=sys.stderr))
+    say = (lambda line: None) if quiet else (lambda line: print(f"ocrbatch throughput: {line}", file=sys.stderr))
 
     def on_row(result: BenchResult, row: Row) -> None:
         if json_out:

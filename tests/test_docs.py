@@ -1,0 +1,214 @@
+"""The documentation keeps its word: the docs site builds with `mkdocs build --strict` (no broken link or anchor,
+no missing page), its generated Options page has every row of config.OPTIONS, every shell example of the README
+and of Getting started runs as written against sample_docs/ and exits as it says, and every Python example of
+the docs runs as written.
+
+Each checked example has a comment before it, `<!-- check: ... -->` (invisible on the page), saying what to
+expect: `exit=N`, `stdout="TEXT"` / `stderr="TEXT"` (in what it prints), `engine=embedded` (else the examples run
+with OCRBATCH_ENGINE=fake, as the page says, to stay fast), `fake="TEXT"` (TEXT, the GPU engine's flags, is
+replaced by `--engine fake`), `skip="why"` (the set-up commands, which install), `compile-only="why"` (a Python
+example that needs a GPU or weights). A shell block without a check comment is a failure, so none is missed."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from ocrbatch import config
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+RUN_AS_WRITTEN = [ROOT / "README.md", DOCS / "getting-started.md"]  # every shell example here is run
+EXAMPLE_TIMEOUT_S = 180
+LEAVES = {"README.md": ("md/invoice.md", "md/report/page-0001.md", "report.md",  # what the examples say they write
+                        "ocrbatch/md/manifest.jsonl", "md-gpu/table.md"),  # the cron line's; the GPU line's (fake)
+          "getting-started.md": ("md/manifest.jsonl", ".bash_completions/ocrbatch.sh")}
+sys.path.insert(0, str(ROOT / "scripts"))
+import reference  # noqa: E402  (scripts/reference.py: the generated pages)
+
+
+@dataclass
+class Block:
+    path: Path
+    line: int
+    lang: str
+    text: str
+    check: dict[str, str] | None = field(default=None)
+
+    @property
+    def where(self) -> str:
+        return f"{self.path.relative_to(ROOT)}:{self.line}"
+
+
+def blocks(path: Path) -> list[Block]:
+    """The fenced code blocks of a Markdown file, each with the check comment on the line before it."""
+    found: list[Block] = []
+    lines = path.read_text().splitlines()
+    i = 0
+    while i < len(lines):
+        m = re.match(r"^```(\w+)\s*$", lines[i])
+        if not m:
+            i += 1
+            continue
+        end = next(j for j in range(i + 1, len(lines)) if lines[j].startswith("```"))
+        before = lines[i - 1] if i else ""
+        c = re.fullmatch(r"<!-- check: (.*) -->", before.strip())
+        check = dict(part.split("=", 1) for part in shlex.split(c.group(1))) if c else None
+        found.append(Block(path, i + 1, m.group(1), "\n".join(lines[i + 1:end]) + "\n", check))
+        i = end + 1
+    return found
+
+
+def shell_blocks(path: Path) -> list[Block]:
+    return [b for b in blocks(path) if b.lang in ("sh", "bash", "crontab")]
+
+
+@pytest.fixture
+def sandbox(tmp_path):
+    """A home folder holding a copy of sample_docs/ (and, for the cron line, a checkout-like ~/ocrbatch with
+    .venv/bin/ocrbatch), with `ocrbatch` on PATH: this tree's, run by this Python."""
+    home = tmp_path / "home"
+    shutil.copytree(ROOT / "sample_docs", home / "sample_docs")
+    shutil.copytree(ROOT / "sample_docs", home / "ocrbatch" / "sample_docs")
+    wrapper = f'#!/bin/sh\nexec "{sys.executable}" -m ocrbatch "$@"\n'
+    for place in (tmp_path / "bin", home / "ocrbatch" / ".venv" / "bin"):
+        place.mkdir(parents=True)
+        (place / "ocrbatch").write_text(wrapper)
+        (place / "ocrbatch").chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OCRBATCH_")}
+    env.update(HOME=str(home), PATH=f"{tmp_path / 'bin'}:{env.get('PATH', '/usr/bin:/bin')}", SHELL="/bin/bash",
+               PYTHONPATH=str(ROOT), NO_COLOR="1")
+    return home, env
+
+
+def run_block(block: Block, home: Path, env: dict[str, str]) -> list[subprocess.CompletedProcess]:
+    check = block.check or {}
+    env = dict(env)
+    if check.get("engine") != "embedded":
+        env["OCRBATCH_ENGINE"] = "fake"
+    text = block.text
+    if "fake" in check:
+        assert check["fake"] in text, f"{block.where}: the check's fake= text is not in the example"
+        text = text.replace(check["fake"], "--engine fake")
+    if block.lang == "crontab":  # each entry's command, run by sh from the home folder, as cron does
+        commands = [line.split(None, 5)[5] for line in text.splitlines() if line.strip() and not line.startswith("#")]
+        return [subprocess.run(["sh", "-c", c], cwd=home, env=env, capture_output=True, text=True,
+                               timeout=EXAMPLE_TIMEOUT_S) for c in commands]
+    return [subprocess.run(["bash", "-e", "-o", "pipefail", "-c", text], cwd=home, env=env, capture_output=True,
+                           text=True, timeout=EXAMPLE_TIMEOUT_S)]
+
+
+@pytest.mark.parametrize("path", RUN_AS_WRITTEN, ids=lambda p: p.name)
+def test_every_shell_example_runs_as_written_and_exits_as_documented(path, sandbox):
+    home, env = sandbox
+    examples = shell_blocks(path)
+    assert examples, f"{path.name} has no shell example"
+    for block in examples:  # in page order, in one home folder: a later example may rely on an earlier one
+        assert block.check is not None, f"{block.where}: a shell example without a <!-- check: ... --> comment"
+        if "skip" in block.check:
+            assert block.check["skip"] and all(line.startswith(("make ", "#")) for line in block.text.splitlines()
+                                               if line.strip()), f"{block.where}: only the set-up may be skipped"
+            continue
+        for r in run_block(block, home, env):
+            said = f"{block.where}: {r.args!r}\nstdout: {r.stdout[-2000:]}\nstderr: {r.stderr[-2000:]}"
+            assert r.returncode == int(block.check.get("exit", "0")), said
+            assert block.check.get("stdout", "") in r.stdout, said
+            assert block.check.get("stderr", "") in r.stderr, said
+    for name in LEAVES.get(path.name, ()):
+        assert (home / name).is_file(), f"{path.name}'s examples did not leave {name}"
+
+
+def python_blocks() -> list[Block]:
+    return [b for path in [ROOT / "README.md", *sorted(DOCS.glob("*.md"))] for b in blocks(path) if b.lang == "python"]
+
+
+@pytest.mark.parametrize("block", python_blocks(), ids=lambda b: b.where)
+def test_every_python_example_runs_as_written(block, sandbox):
+    home, env = sandbox
+    compile(block.text, block.where, "exec")
+    if block.check and "compile-only" in block.check:
+        return  # it says why (a GPU, weights): compiled is what can be checked here
+    r = subprocess.run([sys.executable, "-c", block.text], cwd=home, env=env, capture_output=True, text=True,
+                       timeout=EXAMPLE_TIMEOUT_S)
+    assert r.returncode == 0, f"{block.where}\n{r.stderr[-3000:]}"
+
+
+def test_every_shell_example_of_the_docs_is_valid_shell():
+    for path in [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]:
+        for block in shell_blocks(path):
+            if block.lang == "crontab":
+                continue
+            r = subprocess.run(["bash", "-n", "-c", block.text], capture_output=True, text=True)
+            assert r.returncode == 0, f"{block.where}: {r.stderr}"
+
+
+def test_the_site_builds_strictly_with_the_generated_pages(tmp_path):
+    site = tmp_path / "site"
+    r = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)], cwd=ROOT,
+                       capture_output=True, text=True, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"}, timeout=300)
+    assert r.returncode == 0, r.stderr[-4000:]
+    options = (site / "options" / "index.html").read_text()
+    commands = (site / "commands" / "index.html").read_text()
+    for o in config.OPTIONS:
+        assert o.env in options, o.env
+    assert "ocrbatch throughput" in commands and "--install-completion" in commands
+    assert "Converter" in (site / "python" / "index.html").read_text()
+
+
+def test_the_options_page_has_every_row_of_the_table_once_where_it_applies():
+    page = reference.options_page()
+    convert, serve = page.split("\n## convert\n", 1)[1].split("\n## serve\n", 1)
+    for o in config.OPTIONS:
+        assert page.count(f"`{o.env}`") == 1, o.env  # written once
+        if config.RUN in o.scope:
+            assert f"`{o.flag}" in convert and o.help.split()[0] in convert, o.flag
+        elif config.SERVE in o.scope:
+            assert f"`{o.flag}" in serve, o.flag
+        if config.ENGINE in o.scope and o.scope != {config.ENGINE}:
+            row = next(line for line in page.splitlines() if f"`{o.env}`" in line)
+            assert row.endswith("Converter |"), row
+
+
+def test_every_script_says_what_it_is_and_something_runs_it():
+    """scripts/ keeps only what the Makefile, the tests or the docs run (or another such script imports)."""
+    import ast
+
+    runners = "\n".join(p.read_text() for p in [ROOT / "Makefile", *(ROOT / "tests").rglob("*.py"),
+                                                  *DOCS.glob("*.md"), *(ROOT / "scripts").glob("*")] if p.is_file())
+    for script in sorted((ROOT / "scripts").iterdir()):
+        if script.suffix not in (".py", ".sh"):
+            continue
+        text = script.read_text()
+        said = ast.get_docstring(ast.parse(text)) if script.suffix == ".py" else text.split("\n", 2)[1].lstrip("# ")
+        assert said and said.strip(), f"{script.name} says nothing of what it is"
+        mentions = runners.replace(text, "").count(script.stem)
+        assert mentions, f"{script.name}: neither the Makefile nor the tests nor the docs run it"
+
+
+def test_shell_completion_offers_commands_and_an_options_values():
+    env = {**os.environ, "_OCRBATCH_COMPLETE": "complete_bash", "COMP_CWORD": "3",
+           "COMP_WORDS": "ocrbatch convert --text-layer o"}
+    r = subprocess.run([sys.executable, "-m", "ocrbatch"], env=env, capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.split() == ["off", "only"], r.stdout + r.stderr
+    r = subprocess.run([sys.executable, "-m", "ocrbatch"], capture_output=True, text=True,
+                       env={**env, "COMP_CWORD": "1", "COMP_WORDS": "ocrbatch th"})
+    assert r.stdout.split() == ["throughput"], r.stdout + r.stderr  # not the hidden old name, bench
+
+
+def test_the_man_page_comes_from_the_same_table(tmp_path):
+    out = tmp_path / "ocrbatch.1"
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "reference.py"), "man", str(out)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    text = out.read_text()
+    assert text.startswith(".TH OCRBATCH 1")
+    for o in config.options(config.RUN):
+        assert o.flag.replace("-", "\\-") in text and o.env in text.replace("\\-", "-"), o.flag

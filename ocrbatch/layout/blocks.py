@@ -17,7 +17,8 @@ from typing import Sequence
 
 from ..records import TextLine
 from .columns import Separator, _wordy, beside
-from .geometry import Box, Row, core, group_rows, ink, union
+from .evidence import cell_borders, widest_word_gap
+from .geometry import Box, Row, body_height, core, group_rows, ink, union
 from .params import LayoutParams
 
 _TICK = re.compile(r"^[-+−]?\d[\d.,]*%?$")  # a tick value of a chart's axis: 80, 0.5, 2015, 25%
@@ -52,13 +53,23 @@ class Block:
         return [l for r in self.rows for l in r.lines]
 
 
-def rows_of(lines: Sequence[TextLine], seps: Sequence[Separator], p: LayoutParams) -> list[Row]:
-    """Lines on one visual row, cut at every separator between them and where the type size jumps."""
+def rows_of(lines: Sequence[TextLine], seps: Sequence[Separator], p: LayoutParams,
+            h: float | None = None) -> list[Row]:
+    """Lines on one visual row, cut at every separator between them, where the type size jumps, and
+    before words across a gap wider than the page's widest word gap unless it is a table row's cell
+    border (`evidence.cell_borders`: a list item and the line of a text box beside it are two rows;
+    an amount or an equation's number far right of its row stays on it)."""
     out: list[Row] = []
-    for row in group_rows(lines):
+    grouped = group_rows(lines)
+    h = body_height(lines) if h is None else h
+    wide = widest_word_gap([r.lines for r in grouped], h, p)
+    cells = cell_borders([r.lines for r in grouped], wide, p)
+    for row in grouped:
         run = [row.lines[0]]
         for prev, line in zip(row.lines, row.lines[1:]):
-            parted = any(s.between(ink(prev).box, ink(line).box) for s in seps)
+            parted = any(s.between(ink(prev).box, ink(line).box) for s in seps) \
+                or line.box[0] - prev.box[2] > wide and (id(prev), id(line)) not in cells and _wordy(line.text, p)
+            # (a number, an amount, an equation's number far right of its row stays on it)
             jump = max(prev.height, line.height) > p.row_size_ratio * min(prev.height, line.height) \
                 and min(len(prev.text.strip()), len(line.text.strip())) > p.marker_chars  # (a bullet is small)
             label = _figure_label(prev.text, p) and line.box[0] - prev.box[2] >= p.label_gap * line.height \

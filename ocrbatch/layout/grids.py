@@ -8,7 +8,10 @@ lines one under the next whose centres agree while both edges are ragged. Stacks
 
 A table whose columns are centred does not pass: its cells line up in rows of equal count across
 three or more columns, where the stacks of a grid's tier hold different numbers of lines (one author
-has two affiliations, another no email).
+has two affiliations, another no email). Stat cards side by side hold equal counts too (a number, its
+unit, two lines of caption each), but each stack's type shrinks down it, `card_size_ratio` from its
+first line to its smallest: they are read one card at a time. A stack's lines follow each other at
+`stack_leading` of the larger of the body height and the stack's tallest line (a big number's own leading).
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ def _stacks(lines: Sequence[TextLine], h: float, p: LayoutParams) -> list[Stack]
     for line in sorted(lines, key=lambda l: l.box[1]):
         mid = (line.box[0] + line.box[2]) / 2
         home = next((s for s in stacks if abs((s[-1].box[0] + s[-1].box[2]) / 2 - mid) <= p.stack_axis * h
-                     and core(s[-1])[0] < core(line)[0] <= core(s[-1])[1] + p.stack_leading * h), None)
+                     and core(s[-1])[0] < core(line)[0] <= core(s[-1])[1] + p.stack_leading * max([h] + [l.height for l in s])), None)
         if home is None:
             stacks.append([line])
         else:
@@ -84,9 +87,15 @@ def _tiers(lines: Sequence[TextLine], h: float, p: LayoutParams) -> list[list[St
         tier.sort(key=lambda s: s[0].box[0])
         if any(max(l.box[2] for l in a) > min(l.box[0] for l in b) for a, b in zip(tier, tier[1:])):
             return None  # stacks side by side do not overlap
-        if len(tier) >= 3 and len({len(s) for s in tier}) == 1:
-            return None  # rows of equal count across three or more columns: a table
+        if len(tier) >= 3 and len({len(s) for s in tier}) == 1 and not all(_card(s, p) for s in tier):
+            return None  # rows of equal count across three or more columns: a table (not cards)
     return tiers if max(len(t) for t in tiers) >= 2 else None
+
+
+def _card(stack: Stack, p: LayoutParams) -> bool:
+    """A card: a small stack whose type shrinks down it (a big number over its unit over a caption);
+    a table's column keeps one type size below its head."""
+    return stack[0].height >= p.card_size_ratio * min(l.height for l in stack[1:])
 
 
 def _parting(tier: list[Stack]) -> list[Separator]:

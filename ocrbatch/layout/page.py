@@ -88,7 +88,7 @@ def _region_blocks(page: PageLayout, region: list[TextLine], several: bool, runn
     page.separators += seps
     tag = len(page.regions)
     page.regions.append(_box(region))
-    blocks = build_blocks(rows_of(region, seps, p), seps, h, p)
+    blocks = build_blocks(rows_of(region, seps, p, h), seps, h, p)
     for block in blocks:
         block.column = (tag, sum(1 for s in seps if s.x1 <= block.box[0] + h and s.between(
             (s.x0 - 1, block.box[1], s.x0, block.box[3]), block.box)))

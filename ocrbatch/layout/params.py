@@ -37,6 +37,9 @@ class LayoutParams:
     across_rows: float = 2.5  # left of it keeps the line whole (a title, a paragraph across the columns) ...
     across_share: float = 0.5  # ... or, among three columns, at least this share of the line's width, in body type
     word_gap: float = 1.0  # pieces of one line the detector boxed apart lie at most this far apart
+    word_gap_max: float = 2.0  # the page's widest word gap (`evidence.widest_word_gap`): among gaps between
+    word_gap_quantile: float = 0.9  # pieces of a row under this, this quantile; a row is cut across a wider
+    wide_gap_rows: int = 2  # gap unless it is a cell border: level pieces, their white lined up on this many rows
     short_line: float = 2.0  # a paragraph's short last line stops this far before the gutter
 
     # -- columns: separators from whitespace and tab stops (Breuel 2002; Smith 2009) -------------------
@@ -62,8 +65,13 @@ class LayoutParams:
     title_apart: float = 0.8  # ... a title standing this far (core to core) from the lines above and below it
     row_centre: float = 0.3  # pieces whose centres are this near (in the taller's height) lie on one row
     # a strip parts two flows of text only on evidence (`columns.flows_apart`); else it parts cells:
-    flow_offsets: float = 0.25  # rows off each other: this share of a side's pieces that have pieces beside them ...
-    flow_offset_min: int = 2  # ... and at least this many, share no row with those pieces
+    flow_offset_min: int = 2  # rows off each other: at least this many pieces of a side share no row with those beside them
+    records_aligned: float = 0.8  # records (`evidence.rows_apart`): one side has at least this share of its pieces
+    # level with pieces beside them (wrapped cells on the other side aside); else the rows run apart: flows
+    mono_chars: int = 6  # monospaced type (`evidence.monospaced`): pieces of this many characters or more ...
+    mono_pieces: int = 8  # ... at least this many of them ...
+    mono_quantile: float = 0.8  # ... all but the rest of this share ...
+    mono_spread: float = 0.06  # ... with advances per character within this of their median
     flow_width: float = 12.0  # prose on a side: its lines nearly all this wide (in their own line height) ...
     flow_words: int = 4  # ... or most of them this many words long
     across_ratio: float = 1.0  # cells side by side a gap apart at most this many times their row's other gaps
@@ -80,6 +88,8 @@ class LayoutParams:
     stack_ragged: float = 0.3  # both edges of a centred block vary by at least this
     stack_min_lines: int = 6  # a grid holds at least this many lines ...
     stack_max_lines: int = 80  # ... and at most this many
+    card_size_ratio: float = 1.5  # stacks of equal count whose first line is this many times taller than their
+    # smallest are cards (a number over its unit and caption), read one by one; else a centred table
 
     # -- blocks: rows joined into blocks by type size, leading and alignment (poppler) ------------------
     row_size_ratio: float = 1.6  # pieces on one row whose heights differ more are apart (a title beside body text;

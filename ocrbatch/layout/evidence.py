@@ -1,0 +1,118 @@
+"""Flow or records: whether a white strip between text parts two flows of text (columns, read one after
+the other) or the cells of rows (a table, a form, a statement, a log: read row by row).
+
+What the field does, and what is taken here:
+- T-Recs (Kieninger, "The T-Recs table recognition and analysis system", 1998) grows blocks from words
+  whose horizontal extents overlap on consecutive rows, then decides table vs text on the blocks'
+  vertical alignment: a table's blocks start rows together, row after row; a column of prose is one
+  tall block. Taken: the evidence is *row alignment across the gap*, counted over the rows of the
+  stretch, not the width of the gap.
+- Tesseract's table finder (Shafait and Smith, "Table detection in heterogeneous documents", 2010)
+  marks text partitions as table candidates when they are short and spread with large gaps, then keeps
+  a candidate region only when the rows inside it line up over several columns; running text beside a
+  table keeps its own column partitions because its lines are long and dense. Taken: both sides must
+  be short pieces (no prose on both sides) for aligned rows to count as cells.
+- Poppler's `pdftotext -layout` keeps rows whole and places text by a character grid: on a page of
+  fixed-width type, columns are character positions, and a row is printed across them. Taken: a region
+  in monospaced type (all glyph advances equal) is records unless its sides are clearly apart.
+
+So, for one strip (`columns.flows_apart`), pieces on each side are paired with the pieces beside them:
+- *level*: they share a row (middles within `row_centre` of a line height);
+- *off*: they overlap vertically without sharing a row (another leading, half a line lower).
+Columns have baselines that run independently on the two sides, so both sides have pieces off rows;
+records share baselines across every gap, row after row, so at least one side is nearly all level (the
+other may hold wrapped lines: a name over two rows beside one row of figures, a value under itself).
+The strip parts flows when the better side's level share is under `records_aligned` (and at least
+`flow_offset_min` pieces are off); when it is at least that, and the page's type is monospaced, the
+strip is a cell border. Each verdict comes with its reason, which `--debug-layout` prints per region.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from ..records import TextLine
+from .geometry import ink
+from .params import LayoutParams
+
+
+def monospaced(lines: Sequence[TextLine], h: float, p: LayoutParams) -> bool:
+    """Whether the body type is fixed-width: the advance per character (ink width over the number of
+    characters, spaces included) of every piece of `mono_chars` characters or more in body type agrees
+    within `mono_spread` for all but `1 - mono_quantile` of them, over `mono_pieces` such pieces."""
+    adv = []
+    for l in lines:
+        n = len(l.text.strip())
+        if n >= p.mono_chars and l.height <= p.block_size_ratio * h:
+            box = ink(l).box
+            adv.append((box[2] - box[0]) / n)
+    if len(adv) < p.mono_pieces:
+        return False
+    adv.sort()
+    mid = adv[len(adv) // 2]
+    dev = sorted(abs(a / mid - 1) for a in adv)
+    return dev[int(p.mono_quantile * (len(dev) - 1))] <= p.mono_spread
+
+
+def level_counts(side: Sequence[TextLine], other: Sequence[TextLine], p: LayoutParams) -> tuple[int, int]:
+    """(level, off): pieces of `side` overlapping a piece of `other` vertically by more than padded boxes
+    of consecutive rows do (`row_touch`), that share a row with one of them, or with none. A piece with
+    nothing beside it (a label with no value) counts neither way."""
+    level = off = 0
+    for a in side:
+        near = [o for o in other if min(o.box[3], a.box[3]) - max(o.box[1], a.box[1])
+                > p.row_touch * min(o.height, a.height)]
+        if not near:
+            continue
+        if any(abs((a.box[1] + a.box[3]) / 2 - (o.box[1] + o.box[3]) / 2) <= p.row_centre * max(a.height, o.height)
+               for o in near):
+            level += 1
+        else:
+            off += 1
+    return level, off
+
+
+def rows_apart(left: Sequence[TextLine], right: Sequence[TextLine], p: LayoutParams) -> str:
+    """Why the rows either side of a strip run apart (two flows), or "" when one side shares its rows
+    with the other (records; see the module)."""
+    a_level, a_off = level_counts(left, right, p)
+    b_level, b_off = level_counts(right, left, p)
+    share = max(a_level / max(1, a_level + a_off), b_level / max(1, b_level + b_off))
+    if share < p.records_aligned and max(a_off, b_off) >= p.flow_offset_min:
+        return f"rows off each other ({share:.0%} level at best)"
+    return ""
+
+
+def _level(a: TextLine, b: TextLine, p: LayoutParams) -> bool:
+    return abs((a.box[1] + a.box[3]) / 2 - (b.box[1] + b.box[3]) / 2) <= p.row_centre * max(a.height, b.height)
+
+
+def widest_word_gap(rows: Sequence[Sequence[TextLine]], h: float, p: LayoutParams) -> float:
+    """The widest space between words on the page's body lines: the `word_gap_quantile` of the spaces
+    between pieces of one row (left to right) that are under `word_gap_max` line heights and between
+    pieces in body type, never under `word_gap` (pieces the detector boxed apart at a word space)."""
+    found = sorted(b.box[0] - a.box[2] for row in rows for a, b in zip(row, row[1:])
+                   if 0 < b.box[0] - a.box[2] < p.word_gap_max * h and max(a.height, b.height) <= p.block_size_ratio * h)
+    widest = found[int(p.word_gap_quantile * (len(found) - 1))] if found else 0.0
+    return max(p.word_gap * h, widest)
+
+
+def cell_borders(rows: Sequence[Sequence[TextLine]], wide: float, p: LayoutParams) -> set[tuple[int, int]]:
+    """(id of the piece left of it, id of the piece right of it) for each gap wider than `wide` that is a
+    table row's cell border: the pieces either side are level, and the white between them lines up
+    with such a gap on at least `wide_gap_rows` rows in all (a table's, a form's, a statement's
+    column; a list's item beside a text box's line shares no such run), or the left piece is a label
+    (it ends with a colon) and the right one its value."""
+    gaps = []  # (x0, x1, row index, left id, right id)
+    out = set()
+    for k, row in enumerate(rows):
+        for a, b in zip(row, row[1:]):
+            if b.box[0] - a.box[2] > wide and _level(a, b, p):
+                gaps.append((a.box[2], b.box[0], k, id(a), id(b)))
+                if a.text.rstrip().endswith(":"):
+                    out.add((id(a), id(b)))  # a form's label and its value: one line, whatever the others
+    for x0, x1, k, ia, ib in gaps:
+        rows_with = {j for y0, y1, j, _, _ in gaps if max(x0, y0) < min(x1, y1)}
+        if len(rows_with) >= p.wide_gap_rows:
+            out.add((ia, ib))
+    return out

@@ -109,9 +109,10 @@ def build_blocks(rows: Sequence[Row], seps: Sequence[Separator], h: float, p: La
     it alone (a title across columns starts none of their blocks); else it starts a block."""
     blocks: list[Block] = []
     index = {id(r): k for k, r in enumerate(rows)}
+    wide = widest_word_gap([r.lines for r in rows], h, p)
     for k, row in enumerate(rows):
         home = _home(blocks, row, h, p)
-        if home is not None and _between(rows[index[id(home.rows[-1])] + 1:k], home, row, seps, p):
+        if home is not None and _between(rows[index[id(home.rows[-1])] + 1:k], home, row, seps, p, wide):
             home = None  # another row lies in the space between, on this side of any gutter
         if home is not None and any(_x_overlap(home.rows[-1].box, mate.box) > p.x_overlap * mate.height
                                     for mate in _mates(rows, k, p)):
@@ -137,12 +138,17 @@ def _home(blocks: list[Block], row: Row, h: float, p: LayoutParams) -> Block | N
     return None if rivals else near
 
 
-def _between(others: Sequence[Row], block: Block, row: Row, seps: Sequence[Separator], p: LayoutParams) -> bool:
+def _between(others: Sequence[Row], block: Block, row: Row, seps: Sequence[Separator], p: LayoutParams,
+             wide: float = float("inf")) -> bool:
     """Whether one of `others`, in the same type, lies in the white space between `block`'s last row
     and `row` (the rows of a receipt: an item's name, its amounts on the next line to the right, the
-    next name; not a sidebar's smaller lines beside a paragraph), and no separator parts it from them."""
+    next name; not a sidebar's smaller lines beside a paragraph, nor the words of a text box further
+    than `wide`, the widest word gap, to the side of words: a list beside a box), and no separator parts it
+    from them."""
     top, bottom = _core_bottom(block.rows[-1]), core_top(row)
+    x0, x1 = min(block.box[0], row.x0), max(block.box[2], row.x1)
     return any(top <= core_top(o) and _core_bottom(o) <= bottom and o.height * p.block_size_ratio >= row.height
+               and not (max(o.x0 - x1, x0 - o.x1) > wide and _wordy(o.text, p) and _wordy(row.text, p))
                and not any(s.between(o.box, row.box) or s.between(row.box, o.box) for s in seps) for o in others)
 
 

@@ -19,12 +19,13 @@ What the field does, and what is taken here:
 So, for one strip (`columns.flows_apart`), pieces on each side are paired with the pieces beside them:
 - *level*: they share a row (middles within `row_centre` of a line height);
 - *off*: they overlap vertically without sharing a row (another leading, half a line lower).
-Columns have baselines that run independently on the two sides, so both sides have pieces off rows;
-records share baselines across every gap, row after row, so at least one side is nearly all level (the
-other may hold wrapped lines: a name over two rows beside one row of figures, a value under itself).
-The strip parts flows when the better side's level share is under `records_aligned` (and at least
-`flow_offset_min` pieces are off); when it is at least that, and the page's type is monospaced, the
-strip is a cell border. Each verdict comes with its reason, which `--debug-layout` prints per region.
+Columns have baselines that run independently on the two sides, so a share of the pieces on one side
+(`flow_offsets`) sit off the rows beside them; records share baselines across every gap, row after
+row (a wrapped cell, a name over two rows beside one row of figures, has nothing beside its second
+line and counts neither way). Rows level across the strip are records when the type is monospaced
+or the pieces are short (no prose on both sides), and figures or markers beside the strip make it a
+cell border whatever the rows do (`columns.flows_apart`). Each verdict comes with its reason, which
+`--debug-layout` prints per region.
 """
 
 from __future__ import annotations
@@ -73,15 +74,14 @@ def level_counts(side: Sequence[TextLine], other: Sequence[TextLine], p: LayoutP
 
 
 def rows_apart(left: Sequence[TextLine], right: Sequence[TextLine], p: LayoutParams) -> str:
-    """Why the rows either side of a strip run apart (two flows), or "" when one side shares its rows
-    with the other (records; see the module)."""
-    a_level, a_off = level_counts(left, right, p)
-    b_level, b_off = level_counts(right, left, p)
-    share = max(a_level / max(1, a_level + a_off), b_level / max(1, b_level + b_off))
-    if share < p.records_aligned and max(a_off, b_off) >= p.flow_offset_min:
-        return f"rows off each other ({share:.0%} level at best)"
+    """Why the rows either side of a strip run apart (two flows), or "" when they share their rows
+    (records; see the module): on either side, at least `flow_offsets` of the pieces with pieces beside
+    them, and `flow_offset_min` or more, share no row with those."""
+    for side, other in ((left, right), (right, left)):
+        level, off = level_counts(side, other, p)
+        if off >= max(p.flow_offset_min, p.flow_offsets * (level + off)):
+            return f"rows off each other ({off} of {level + off} pieces off the rows beside them)"
     return ""
-
 
 def _level(a: TextLine, b: TextLine, p: LayoutParams) -> bool:
     return abs((a.box[1] + a.box[3]) / 2 - (b.box[1] + b.box[3]) / 2) <= p.row_centre * max(a.height, b.height)
@@ -90,11 +90,12 @@ def _level(a: TextLine, b: TextLine, p: LayoutParams) -> bool:
 def widest_word_gap(rows: Sequence[Sequence[TextLine]], h: float, p: LayoutParams) -> float:
     """The widest space between words on the page's body lines: the `word_gap_quantile` of the spaces
     between pieces of one row (left to right) that are under `word_gap_max` line heights and between
-    pieces in body type, never under `word_gap` (pieces the detector boxed apart at a word space)."""
+    pieces in body type, never under `word_gap_floor` (the spaces inside a box are not seen, and a
+    justified line stretches them: a margin's keyword a space and a half from its line is on it)."""
     found = sorted(b.box[0] - a.box[2] for row in rows for a, b in zip(row, row[1:])
                    if 0 < b.box[0] - a.box[2] < p.word_gap_max * h and max(a.height, b.height) <= p.block_size_ratio * h)
     widest = found[int(p.word_gap_quantile * (len(found) - 1))] if found else 0.0
-    return max(p.word_gap * h, widest)
+    return max(p.word_gap_floor * h, widest)
 
 
 def cell_borders(rows: Sequence[Sequence[TextLine]], wide: float, p: LayoutParams) -> set[tuple[int, int]]:

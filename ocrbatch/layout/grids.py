@@ -11,7 +11,7 @@ three or more columns, where the stacks of a grid's tier hold different numbers 
 has two affiliations, another no email). Stat cards side by side hold equal counts too (a number, its
 unit, two lines of caption each), but each stack's type shrinks down it, `card_size_ratio` from its
 first line to its smallest: they are read one card at a time. A stack's lines follow each other at
-`stack_leading` of the larger of the body height and the stack's tallest line (a big number's own leading).
+`stack_leading` of the body height, or of the first line's height in a stack headed by a big number.
 """
 
 from __future__ import annotations
@@ -54,12 +54,19 @@ def _stacks(lines: Sequence[TextLine], h: float, p: LayoutParams) -> list[Stack]
     for line in sorted(lines, key=lambda l: l.box[1]):
         mid = (line.box[0] + line.box[2]) / 2
         home = next((s for s in stacks if abs((s[-1].box[0] + s[-1].box[2]) / 2 - mid) <= p.stack_axis * h
-                     and core(s[-1])[0] < core(line)[0] <= core(s[-1])[1] + p.stack_leading * max([h] + [l.height for l in s])), None)
+                     and core(s[-1])[0] < core(line)[0] <= core(s[-1])[1] + p.stack_leading * _lead(s, h, p)), None)
         if home is None:
             stacks.append([line])
         else:
             home.append(line)
     return stacks
+
+
+def _lead(stack: Stack, h: float, p: LayoutParams) -> float:
+    """The line height a stack's leading is measured in: the body height, or its first line's where
+    that is `card_size_ratio` times taller (a card's big number: its unit and caption follow it at its
+    own leading)."""
+    return stack[0].height if stack[0].height >= p.card_size_ratio * h else h
 
 
 def _tiers(lines: Sequence[TextLine], h: float, p: LayoutParams) -> list[list[Stack]] | None:

@@ -38,7 +38,8 @@ class LayoutParams:
     across_share: float = 0.5  # ... or, among three columns, at least this share of the line's width, in body type
     word_gap: float = 1.0  # pieces of one line the detector boxed apart lie at most this far apart
     word_gap_max: float = 2.0  # the page's widest word gap (`evidence.widest_word_gap`): among gaps between
-    word_gap_quantile: float = 0.9  # pieces of a row under this, this quantile; a row is cut across a wider
+    word_gap_quantile: float = 0.9  # pieces of a row under this, this quantile, and at least `word_gap_floor`;
+    word_gap_floor: float = 3.0  # a row is cut across a wider
     wide_gap_rows: int = 2  # gap unless it is a cell border: level pieces, their white lined up on this many rows
     short_line: float = 2.0  # a paragraph's short last line stops this far before the gutter
 
@@ -65,9 +66,8 @@ class LayoutParams:
     title_apart: float = 0.8  # ... a title standing this far (core to core) from the lines above and below it
     row_centre: float = 0.3  # pieces whose centres are this near (in the taller's height) lie on one row
     # a strip parts two flows of text only on evidence (`columns.flows_apart`); else it parts cells:
-    flow_offset_min: int = 2  # rows off each other: at least this many pieces of a side share no row with those beside them
-    records_aligned: float = 0.8  # records (`evidence.rows_apart`): one side has at least this share of its pieces
-    # level with pieces beside them (wrapped cells on the other side aside); else the rows run apart: flows
+    flow_offsets: float = 0.25  # rows off each other (`evidence.rows_apart`): this share of a side's pieces that
+    flow_offset_min: int = 2  # have pieces beside them, and at least this many, share no row with those pieces
     mono_chars: int = 6  # monospaced type (`evidence.monospaced`): pieces of this many characters or more ...
     mono_pieces: int = 8  # ... at least this many of them ...
     mono_quantile: float = 0.8  # ... all but the rest of this share ...

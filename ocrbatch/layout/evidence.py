@@ -101,18 +101,20 @@ def widest_word_gap(rows: Sequence[Sequence[TextLine]], h: float, p: LayoutParam
 def cell_borders(rows: Sequence[Sequence[TextLine]], wide: float, p: LayoutParams) -> set[tuple[int, int]]:
     """(id of the piece left of it, id of the piece right of it) for each gap wider than `wide` that is a
     table row's cell border: the pieces either side are level, and the white between them lines up
-    with such a gap on at least `wide_gap_rows` rows in all (a table's, a form's, a statement's
+    with white between level pieces on at least `wide_gap_rows` rows in all (a table's, a form's, a statement's
     column; a list's item beside a text box's line shares no such run), or the left piece is a label
     (it ends with a colon) and the right one its value."""
-    gaps = []  # (x0, x1, row index, left id, right id)
+    gaps = []  # (x0, x1, row index, left id, right id) of the white between level pieces
     out = set()
     for k, row in enumerate(rows):
         for a, b in zip(row, row[1:]):
-            if b.box[0] - a.box[2] > wide and _level(a, b, p):
+            if b.box[0] > a.box[2] and _level(a, b, p):
                 gaps.append((a.box[2], b.box[0], k, id(a), id(b)))
                 if a.text.rstrip().endswith(":"):
                     out.add((id(a), id(b)))  # a form's label and its value: one line, whatever the others
     for x0, x1, k, ia, ib in gaps:
+        if x1 - x0 <= wide:
+            continue
         rows_with = {j for y0, y1, j, _, _ in gaps if max(x0, y0) < min(x1, y1)}
         if len(rows_with) >= p.wide_gap_rows:
             out.add((ia, ib))

@@ -174,6 +174,79 @@ def statement(rng: random.Random) -> tuple[Page, list[str], Cells]:
     return pg, out, cells
 
 
+def statement_wrapped(rng: random.Random) -> tuple[Page, list[str], Cells]:
+    """Landscape statement, harder: a narrower label column whose long names wrap under themselves (the
+    figures on the name's first line), headings over two lines, group rows with no figures, subtotals."""
+    pg = Page(842, 595)
+    out: list[str] = []
+    title = "Consolidated Expenditure by Ministry, 2024-25"
+    pg.text(40, 48, title, "HB", 13)
+    out.append(title)
+    heads = [("Staff", "costs"), ("Goods and", "services"), ("Grants", ""), ("Capital", "works"),
+             ("Debt", "service"), ("Transfers", ""), ("Reserve", "funds"), ("Total", "")]
+    xs = [300 + 66 * k for k in range(8)]
+    y = 84
+    pg.text(40, y + 11, "Ministry", "HB", 9)
+    for x, (a, b) in zip(xs, heads):
+        pg.text(x, y, a, "HB", 9, "r")
+        if b:
+            pg.text(x, y + 11, b, "HB", 9, "r")
+    pg.rule(40, y + 16, xs[-1])
+    head_cells = ["Ministry"] + [f"{a} {b}".strip() for a, b in heads]
+    out.append(" ".join(head_cells))
+    cells: Cells = [(0, 0, k, c) for k, c in enumerate(head_cells)]
+    groups = [("GENERAL GOVERNMENT", ["Ministry of Finance and Economic Planning", "Office of the Prime Minister",
+                                      "Ministry of Foreign Affairs and International Cooperation"]),
+              ("SOCIAL SERVICES", ["Ministry of Health", "Ministry of Education, Science and Technology",
+                                   "Ministry of Gender, Children and Social Welfare", "Ministry of Youth"]),
+              ("ECONOMIC SERVICES", ["Ministry of Agriculture, Irrigation and Water Development",
+                                     "Ministry of Trade", "Ministry of Transport and Public Works"])]
+    r = 0
+    y += 18
+    for group, names in groups:
+        y += 15
+        r += 1
+        pg.text(40, y, group, "HB", 9)
+        out.append(group)
+        cells.append((0, r, 0, group))
+        sub = [0] * 8
+        for name in names:
+            y += 14
+            r += 1
+            vals = [rng.randint(40, 9900) for _ in range(7)]
+            vals.append(sum(vals))
+            sub = [a + b for a, b in zip(sub, vals)]
+            texts = [f"{v:,}" for v in vals]
+            words, lines_, cur = name.split(), [], ""
+            for w in words:  # wrap the name at 170 points
+                if cur and width(cur + " " + w, "H", 9) > 170:
+                    lines_.append(cur)
+                    cur = w
+                else:
+                    cur = f"{cur} {w}".strip()
+            lines_.append(cur)
+            for k, part in enumerate(lines_):
+                pg.text(40 + (0 if k == 0 else 8), y + 11 * k, part, "H", 9)
+            for x, t in zip(xs, texts):
+                pg.text(x, y, t, "H", 9, "r")
+            y += 11 * (len(lines_) - 1)
+            out.append(" ".join([name] + texts))
+            cells += [(0, r, 0, name)] + [(0, r, k + 1, t) for k, t in enumerate(texts)]
+        y += 14
+        r += 1
+        label = f"Total {group.lower()}"
+        pg.text(48, y, label, "HB", 9)
+        texts = [f"{v:,}" for v in sub]
+        for x, t in zip(xs, texts):
+            pg.text(x, y, t, "HB", 9, "r")
+        out.append(" ".join([label] + texts))
+        cells += [(0, r, 0, label)] + [(0, r, k + 1, t) for k, t in enumerate(texts)]
+    note = "Source: budget office ledgers; figures in thousands, rounded, so totals may differ slightly."
+    pg.text(40, y + 36, note, "H", 8)
+    out.append(note)
+    return pg, out, cells
+
+
 def record_log(rng: random.Random) -> tuple[Page, list[str], Cells]:
     """A typewriter-style property log in Courier: one record a row, fields at fixed places."""
     pg = Page(612, 792)
@@ -387,6 +460,8 @@ PAGES = [
     ("listbox-a", "list-beside-box", list_box, "slide: a bulleted list of short items, a framed text box to its right"),
     ("invoice-a", "records-invoice", invoice,
      "invoice: sender, invoice fields (one empty), customer, line items table, totals, terms; HAS-TABLE"),
+    ("statement-b", "records-statement", statement_wrapped,
+     "landscape statement: long ministry names wrapping under themselves, two-line headings, group rows, subtotals; HAS-TABLE"),
 ]
 SCANS = [("statement-a-scan", "statement-a", 0.7, 11), ("form-b-scan", "form-b", -0.5, 12)]
 

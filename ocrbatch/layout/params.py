@@ -165,7 +165,7 @@ class LayoutParams:
     table_cell_words: int = 4  # ... of this many words or more (prose in columns fills them with lines)
     head_leading: float = 1.3  # a table's first rows with no figure in them, this near (centre to centre), are its head ...
     head_figures: float = 0.5  # ... where at least this share of its rows hold a figure
-    wrap_pitch: float = 0.85  # a one-cell row closer than this share of the rows' median pitch under a row: a wrapped cell
+    wrap_pitch: float = 0.9  # a one-cell row closer than this share of the rows' median pitch under a row: a wrapped cell
 
     # -- lines: widely set type (a typewriter, a monospaced font) boxed in pieces, joined (`spaced.py`) ------
     spaced_rows: int = 5  # a strip under a line height wide, white down this many rows, is a gutter (not word spaces by chance)

@@ -74,7 +74,7 @@ def find_separators(lines: Sequence[TextLine], h: float, p: LayoutParams,
     inks = [ink(l) for l in lines]
     mono = monospaced(lines, h, p)
     if verdicts is not None and mono:
-        verdicts.append("type monospaced (equal glyph advances): records unless rows run apart")
+        verdicts.append("type monospaced (equal glyph advances), records unless rows run apart")
     found: list[Separator] = []
     for x, members in tab_stops(inks, h, p):
         for sep, left, right in _strips(x, members, inks, h, p):

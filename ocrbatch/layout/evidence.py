@@ -37,23 +37,39 @@ from .geometry import ink
 from .params import LayoutParams
 
 
-def monospaced(lines: Sequence[TextLine], h: float, p: LayoutParams) -> bool:
-    """Whether the body type is fixed-width: the advance per character (ink width over the number of
-    characters, spaces included) of every piece of `mono_chars` characters or more in body type agrees
-    within `mono_spread` for all but `1 - mono_quantile` of them, over `mono_pieces` such pieces."""
-    adv = []
-    for l in lines:
-        n = len(l.text.strip())
-        if n >= p.mono_chars and l.height <= p.block_size_ratio * h:
-            box = ink(l).box
-            adv.append((box[2] - box[0]) / n)
-    if len(adv) < p.mono_pieces:
-        return False
-    adv.sort()
-    mid = adv[len(adv) // 2]
-    dev = sorted(abs(a / mid - 1) for a in adv)
-    return dev[int(p.mono_quantile * (len(dev) - 1))] <= p.mono_spread
+_NARROW = frozenset("iljtfrI1.,:;'!|()[] ")  # glyphs a proportional face sets narrow ...
+_WIDE = frozenset("mwMW@%")  # ... and wide (a rough Helvetica; only their ratios matter)
 
+
+def _proportional(text: str) -> float:
+    """`text`'s advance in a proportional face, in ems (narrow, wide, capitals and figures, the rest)."""
+    return sum(0.3 if c in _NARROW else 0.85 if c in _WIDE else 0.62 if c.isupper() or c.isdigit() else 0.52
+               for c in text)
+
+
+def _spread(values: list[float], q: float) -> float:
+    """The `q` quantile of the values' relative distances from their median."""
+    mid = sorted(values)[len(values) // 2]
+    dev = sorted(abs(v / mid - 1) for v in values)
+    return dev[int(q * (len(dev) - 1))]
+
+
+def monospaced(lines: Sequence[TextLine], h: float, p: LayoutParams) -> bool:
+    """Whether the body type is fixed-width: over `mono_pieces` pieces or more of `mono_chars` characters
+    in body type, the advance per character (ink width over the characters, spaces included) agrees
+    within `mono_spread` for all but `1 - mono_quantile` of them, and fits them better than a
+    proportional face's widths do (its median spread under `mono_margin` times theirs: long lines of
+    prose average their glyphs out, so equal advances alone would not tell)."""
+    fixed, prop = [], []
+    for l in lines:
+        text = l.text.strip()
+        if len(text) >= p.mono_chars and l.height <= p.block_size_ratio * h:
+            box = ink(l).box
+            fixed.append((box[2] - box[0]) / len(text))
+            prop.append((box[2] - box[0]) / _proportional(text))
+    if len(fixed) < p.mono_pieces:
+        return False
+    return _spread(fixed, p.mono_quantile) <= p.mono_spread and _spread(fixed, 0.5) < p.mono_margin * _spread(prop, 0.5)
 
 def level_counts(side: Sequence[TextLine], other: Sequence[TextLine], p: LayoutParams) -> tuple[int, int]:
     """(level, off): pieces of `side` overlapping a piece of `other` vertically by more than padded boxes

@@ -470,7 +470,7 @@ def flows_apart(left: list[TextLine], right: list[TextLine], inks: Sequence[Text
 def _cells_why(left: list[TextLine], right: list[TextLine], inks: Sequence[TextLine], h: float, p: LayoutParams,
                mono: bool) -> str:
     """Why `flows_apart` took a strip for a gap between cells (for `--debug-layout`)."""
-    if sum(1 for r in right if not _wordy(r.text, p)) >= p.cell_numeric * len(right):
+    if sum(1 for r in right if not _wordy(r.text, p)) >= len(right) * p.cell_numeric:
         return "figures or codes right of it"
     if median(len(l.text.strip()) for l in left) <= p.marker_chars:
         return "markers left of it"

@@ -91,7 +91,7 @@ def _build(rows: Sequence[Row], h: float, p: LayoutParams) -> Table | None:
         table_rows.append(texts)
     if sum(1 for u in used if u >= p.table_column_rows) < p.table_columns:
         return None
-    if not _has_table_evidence(table_rows, p):
+    if not _has_table_evidence(table_rows, p) or _form(table_rows, p):
         return None
     centres = [(r.box[1] + r.box[3]) / 2 for r in rows]
     return Table(_join_head(*_join_wrapped(table_rows, centres, p), h, p))
@@ -142,6 +142,14 @@ def _join_wrapped(cells: list[list[str]], centres: list[float],
             out.append(list(cells[k]))
             kept.append(centres[k])
     return out, kept
+
+
+def _form(rows: list[list[str]], p: LayoutParams) -> bool:
+    """Label/value rows, not a table: in at least `form_labels` of the rows the first cell is a label
+    (it ends with a colon), whatever the other cells hold (a form with two pairs a row, some values
+    empty: "DATE RECEIVED: | 04/12/1991 | CASE NO.: | 91-0417"). Each row is a line of its own."""
+    labelled = sum(1 for r in rows if r[0].rstrip().endswith(":"))
+    return labelled >= p.form_labels * len(rows)
 
 
 def _has_table_evidence(rows: list[list[str]], p: LayoutParams) -> bool:

@@ -18,7 +18,7 @@ H = 22
 _NARROW, _WIDE = set("iljtfrI1.,:;'!|()[] "), set("mwMW@%")
 
 
-def fixed(text: str, col: int, row: float, char: float = 12.5, x0: float = 80, y0: float = 240) -> TextLine:
+def fixed(text: str, col: int, row: float, char: float = 11.0, x0: float = 80, y0: float = 240) -> TextLine:
     """A piece of monospaced type: every character `char` wide, starting at character column `col`."""
     x = x0 + col * char
     return TextLine(text, (x, y0 + row * 29, x + char * len(text), y0 + row * 29 + H))
@@ -67,13 +67,22 @@ def test_a_monospace_record_log_reads_record_by_record_not_field_by_field():
     assert in_order(md, [r[0] for r in RECORDS]), md
 
 
-def test_proportional_prose_is_not_taken_for_monospace():
-    words = "the council met on the first of the month to weigh every program and its cost".split()
-    lines = [prop(" ".join(words[k:k + 6]), 100, 200 + 30 * k) for k in range(0, len(words) * 2, 1)
-             if words[k % len(words):k % len(words) + 6]]
-    lines += [prop(w, 700, 200 + 30 * k) for k, w in enumerate(["Minimum", "will", "iii", "MMW", "lilt", "wow",
-                                                                  "title", "Item", "mammoth"])]
+def test_proportional_prose_is_not_taken_for_monospace_however_long_its_lines():
+    # Long lines of prose average their glyphs out: their advance per character hardly varies, yet a
+    # proportional face's widths fit them better still.
+    words = ("the council met on the first of the month to weigh every program and its cost while members "
+             "of staff reviewed a long list of water road and school projects for the year").split()
+    lines = [prop(" ".join(words[(7 * k + j) % len(words)] for j in range(12)), 100, 200 + 30 * k) for k in range(20)]
     assert not monospaced(lines, H, P)
+
+
+def test_a_table_of_words_keeps_its_first_rows_apart():
+    # No figures under them: nothing tells a head by its type, so two close rows of words stay two rows.
+    rows = [("<i>italic</i>", "italic", "textit{italic}"), ("<b>bold</b>", "bold", "textbf{bold}"),
+            ("[[link]]", "link", "href{link}"), ("{{nowiki}}", "nowiki", "verb{nowiki}")]
+    lines = [prop(t, x, 300 + 27 * k) for k, row in enumerate(rows) for t, x in zip(row, (100, 500, 900))]
+    md = lines_to_markdown(lines, 1275, 1651)
+    assert "| <i>italic</i> | italic | textit{italic} |" in md and "| <b>bold</b> | bold | textbf{bold} |" in md, md
 
 
 # -- a statement: a wide first column of names, figures beside ---------------------------------------

@@ -139,6 +139,9 @@ def form_page() -> list[TextLine]:
         lines.append(prop(label, 100, y))
         if value:
             lines.append(prop(value, 420, y + 1))
+        if label == "RETAILER ADDRESS:":  # its value wraps under itself
+            lines.append(prop("Springfield, OH 45501", 420, y + 26))
+            y += 26
         y += 44
     lines += [prop("DATE RECEIVED:", 100, y), prop("04/12/1991", 420, y), prop("CASE NO.:", 690, y)]
     lines += [prop("RECEIVED BY:", 100, y + 44), prop("M. Ortega", 420, y + 44), prop("REFERRED TO:", 690, y + 44),
@@ -146,11 +149,11 @@ def form_page() -> list[TextLine]:
     return lines
 
 
-def test_a_form_keeps_each_label_with_its_value_when_other_labels_have_none():
+def test_a_form_keeps_each_label_with_its_value_when_other_labels_have_none_or_wrap_under_themselves():
     md = lines_to_markdown(form_page(), 1275, 1651)
     said = [" ".join(l.split()) for l in md.splitlines()]
     for pair in ("SOURCE OF INFORMATION: Telephone complaint", "MANUFACTURER: Hartwell Appliance Company",
-                 "RETAILER ADDRESS: 1200 Industrial Parkway", "INJURY REPORTED: Minor burn",
+                 "RETAILER ADDRESS: 1200 Industrial Parkway Springfield, OH 45501", "INJURY REPORTED: Minor burn",
                  "DATE RECEIVED: 04/12/1991 CASE NO.:", "RECEIVED BY: M. Ortega REFERRED TO: Trading Standards"):
         assert any(pair in line for line in said), md
     assert in_order(md, ["SOURCE", "MANUFACTURER", "MODEL NUMBER", "RETAILER:", "RETAILER ADDRESS", "SERIAL",

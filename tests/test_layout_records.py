@@ -218,3 +218,18 @@ def test_debug_layout_says_for_each_region_whether_it_was_read_as_flow_or_record
     two += [prop(f"right column line {k} of other prose", 760, 214 + 37 * k) for k in range(7)]
     text = describe(layout_page(two, 1275, 1651))
     assert "region 0: flow in 2 columns" in text and "rows off each other" in text, text
+
+
+def test_a_flowcharts_boxes_are_read_top_to_bottom_before_the_note_beside_them():
+    boxes = ["Request arrives", "Is it complete?", "Check the budget", "Approve and file", "Tell the applicant"]
+    lines = [prop("How a request is handled", 126, 127, size=30, h=33)]
+    lines += [prop(f"line {k} of the prose over the chart, set across the page to its edge", 126, 182 + 28 * k)
+              for k in range(2)]
+    for text, y in zip(boxes, (266, 377, 491, 562, 631)):
+        piece = prop(text, 0, y, h=29)
+        w = piece.box[2] - piece.box[0]
+        lines.append(TextLine(text, (497 - w / 2, y, 497 + w / 2, y + 29)))
+    note = ["The harbour office wel-", "comed a longer opening", "season at very little cost."]
+    lines += [prop(t, 680, 467 + 26 * k, h=27) for k, t in enumerate(note)]
+    md = lines_to_markdown(lines, 1275, 1651)
+    assert in_order(md, boxes + ["The harbour office"]), md

@@ -105,6 +105,8 @@ class LayoutParams:
     # -- order: a partial order of blocks, then a topological sort (Breuel 2003) ------------------------
     x_overlap: float = 1.0  # blocks overlapping horizontally by more than this are one above the other
     y_overlap: float = 0.3  # blocks sharing this share of the smaller height are side by side
+    chain_blocks: int = 3  # narrow blocks centred on one axis one under the next, at least this many ...
+    chain_gap: float = 5.0  # ... at most this far apart: a chain (a flowchart's boxes), read whole beside a note
     blank_band: float = 3.0  # a white band this tall across a region parts what lies above and below
     page_gutter: float = 3.0  # a white strip this wide down a whole region parts pages set side by side
     page_min_lines: int = 8  # a page of a sheet holds at least this many lines, mostly of prose

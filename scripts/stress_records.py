@@ -437,11 +437,13 @@ def invoice(rng: random.Random) -> tuple[Page, list[str], Cells]:
     pg.rule(50, y + 6, 562)
     y += 8
     tax = round(sub * 0.08, 2)
-    for label, v, f in (("Subtotal", sub, "H"), ("VAT 8%", tax, "H"), ("Total due", sub + tax, "HB")):
+    for k, (label, v, f) in enumerate((("Subtotal", sub, "H"), ("VAT 8%", tax, "H"), ("Total due", sub + tax, "HB"))):
         y += 16
         pg.text(460, y, label, f, 9, "r")
         pg.text(562, y, money(v), f, 9, "r")
         out.append(f"{label} {money(v)}")
+        # (the totals sit in the table's last two columns: its foot rows)
+        cells += [(0, len(items) + 1 + k, 2, label), (0, len(items) + 1 + k, 3, money(v))]
     y += 40
     terms = "Payment within 30 days by bank transfer. Please quote the invoice number with your payment."
     pg.text(50, y, terms, "H", 9)
@@ -453,7 +455,7 @@ PAGES = [
     ("statement-a", "records-statement", statement,
      "landscape statement: a wide first column of department names, eight columns of figures; HAS-TABLE"),
     ("log-a", "records-log", record_log,
-     "typewriter-style property log in a monospace font, one record a row at fixed places"),
+     "typewriter-style property log in a monospace font, one record a row at fixed places; HAS-TABLE"),
     ("form-b", "records-form", form,
      "label/value form: labels in capitals, values at one tab stop, some empty, one wrapped, two pairs a row"),
     ("cards-a", "stat-cards", cards, "slide of three stat cards side by side: big number, unit, two caption lines"),

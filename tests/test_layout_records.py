@@ -233,3 +233,16 @@ def test_a_flowcharts_boxes_are_read_top_to_bottom_before_the_note_beside_them()
     lines += [prop(t, 680, 467 + 26 * k, h=27) for k, t in enumerate(note)]
     md = lines_to_markdown(lines, 1275, 1651)
     assert in_order(md, boxes + ["The harbour office"]), md
+
+
+def test_a_form_with_two_label_value_pairs_a_row_reads_row_by_row():
+    pairs = [(("Name:", "Mara Linden"), ("Phone:", "Office line")), (("Street:", "Long Street"), ("Town:", "Riverside")),
+             (("Employer:", "Harbour Board"), ("Position:", "Senior clerk")), (("Manager:", "Ivo Stone"), ("Team:", "Accounts"))]
+    lines = []
+    for k, ((l1, v1), (l2, v2)) in enumerate(pairs):
+        y = 300 + 40 * k
+        lines += [prop(l1, 100, y), prop(v1, 260, y), prop(l2, 640, y), prop(v2, 800, y)]
+    md = lines_to_markdown(lines, 1275, 1651)
+    said = [" ".join(l.split()) for l in md.splitlines()]
+    for (l1, v1), (l2, v2) in pairs:
+        assert any(f"{l1} {v1} {l2} {v2}" in line for line in said), md

@@ -459,6 +459,8 @@ def flows_apart(left: list[TextLine], right: list[TextLine], inks: Sequence[Text
         return apart
     if _prose_side(left, p) and _prose_side(beside, p):
         return "prose on both sides"
+    if sum(1 for r in right if r.text.rstrip().endswith(":")) >= p.form_labels * len(right):
+        return ""  # a form's second column of labels ("TOWN:"), each after a pair on its row
     if mono:
         return ""  # fixed-width type, rows level across the strip: a log's or a listing's fields
     pairs = [(l, r) for l in left for r in right if _same_row(l, r, p)]
@@ -474,6 +476,8 @@ def _cells_why(left: list[TextLine], right: list[TextLine], inks: Sequence[TextL
         return "figures or codes right of it"
     if median(len(l.text.strip()) for l in left) <= p.marker_chars:
         return "markers left of it"
+    if sum(1 for r in right if r.text.rstrip().endswith(":")) >= len(right) * p.form_labels:
+        return "a form's labels right of it"
     if mono:
         return "monospaced rows level across it"
     return "rows level across it, short pieces (no prose on both sides)"

@@ -166,7 +166,8 @@ class LayoutParams:
     table_filled: float = 0.5  # table evidence: at least this share of its cells filled ...
     table_wordy: float = 0.5  # ... and at most this share of them ...
     table_cell_words: int = 4  # ... of this many words or more (prose in columns fills them with lines)
-    form_labels: float = 0.6  # rows this often starting with a label ("NAME:") are a form's, lines, never a table
+    form_labels: float = 0.6  # rows this often starting with a label ("NAME:") are a form's, lines, never a table;
+    # a strip with pieces this often labels right of it parts a form's pairs, never columns (`columns.flows_apart`)
     head_leading: float = 1.3  # a table's first rows with no figure in them, this near (centre to centre), are its head ...
     head_figures: float = 0.5  # ... where at least this share of its rows hold a figure
     wrap_pitch: float = 0.9  # a one-cell row closer than this share of the rows' median pitch under a row: a wrapped cell

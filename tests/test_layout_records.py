@@ -246,3 +246,20 @@ def test_a_form_with_two_label_value_pairs_a_row_reads_row_by_row():
     said = [" ".join(l.split()) for l in md.splitlines()]
     for (l1, v1), (l2, v2) in pairs:
         assert any(f"{l1} {v1} {l2} {v2}" in line for line in said), md
+
+
+def test_a_scanned_forms_typed_values_off_their_labels_rows_stay_with_their_labels():
+    # Values typed in after printing sit a good part of a line off their labels' rows, all the same way:
+    # rows off each other, as two flows' are, but labels ending in a colon left of the strip are a form's.
+    labels = ["SOURCE OF INFORMATION:", "MANUFACTURER:", "BRAND NAME:", "MODEL NUMBER:", "RETAILER:",
+              "DATE OF PURCHASE:", "SERIAL NUMBER:", "INJURY REPORTED:"]
+    values = ["Telephone call", "Hartwell Appliance", "KitchenPro", "", "Corner Store", "June 1990", "", "Minor burn"]
+    lines = []
+    for k, (label, value) in enumerate(zip(labels, values)):
+        lines.append(prop(label, 100, 300 + 44 * k))
+        if value:
+            lines.append(prop(value, 460, 300 + 44 * k - 11))
+    md = lines_to_markdown(lines, 1275, 1651)
+    said = [" ".join(l.split()) for l in md.splitlines()]
+    for label, value in zip(labels, values):
+        assert any(f"{label} {value}".strip() in line for line in said), md

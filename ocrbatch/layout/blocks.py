@@ -60,8 +60,8 @@ def rows_of(lines: Sequence[TextLine], seps: Sequence[Separator], p: LayoutParam
     border (`evidence.cell_borders`: a list item and the line of a text box beside it are two rows;
     an amount or an equation's number far right of its row stays on it)."""
     out: list[Row] = []
-    grouped = group_rows(lines)
     h = body_height(lines) if h is None else h
+    grouped = _pair_labels(group_rows(lines), h, p)
     wide = widest_word_gap([r.lines for r in grouped], h, p)
     cells = cell_borders([r.lines for r in grouped], wide, p)
     for row in grouped:
@@ -82,6 +82,24 @@ def rows_of(lines: Sequence[TextLine], seps: Sequence[Separator], p: LayoutParam
             run.append(line)
         out.append(Row(run))
     return sorted(out, key=lambda r: (core_top(r), r.x0))
+
+
+def _pair_labels(rows: list[Row], h: float, p: LayoutParams) -> list[Row]:
+    """Rows ending in a form's label ("BRAND NAME:") joined with the row of its value typed in off
+    its row: the nearest row (middles within `label_reach`) whose pieces all start right of the label
+    and hold no label. A label and its value are one line."""
+    out = list(rows)
+    for row in rows:
+        if row not in out or not row.lines[-1].text.rstrip().endswith(":"):
+            continue
+        mid = (row.box[1] + row.box[3]) / 2
+        near = [r for r in out if r is not row and abs((r.box[1] + r.box[3]) / 2 - mid) <= p.label_reach * h
+                and r.x0 > row.x1 and not any(l.text.rstrip().endswith(":") for l in r.lines)]
+        if near:
+            value = min(near, key=lambda r: abs((r.box[1] + r.box[3]) / 2 - mid))
+            out.remove(value)
+            out[out.index(row)] = Row(row.lines + value.lines)
+    return out
 
 
 def _figure_label(text: str, p: LayoutParams) -> bool:

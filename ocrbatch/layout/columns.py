@@ -450,6 +450,8 @@ def flows_apart(left: list[TextLine], right: list[TextLine], inks: Sequence[Text
         return ""  # a column of amounts, figures, quantities or codes: a table's or a receipt's
     if median(len(l.text.strip()) for l in left) <= p.marker_chars:
         return ""  # a list's bullets, a line's number: markers, never a column of text
+    if sum(1 for l in left if l.text.rstrip().endswith(":")) >= p.form_labels * len(left):
+        return ""  # a form's labels: their values beside them, typed in off their rows as they may be
     x = min(r.box[0] for r in right)
     y0, y1 = min(l.box[1] for l in left + right), max(l.box[3] for l in left + right)
     beside = [k for k in inks if x - p.seam_overlap * h <= k.box[0] <= x + p.hug * h  # (indented lines too)
@@ -476,6 +478,8 @@ def _cells_why(left: list[TextLine], right: list[TextLine], inks: Sequence[TextL
         return "figures or codes right of it"
     if median(len(l.text.strip()) for l in left) <= p.marker_chars:
         return "markers left of it"
+    if sum(1 for l in left if l.text.rstrip().endswith(":")) >= len(left) * p.form_labels:
+        return "a form's labels left of it"
     if sum(1 for r in right if r.text.rstrip().endswith(":")) >= len(right) * p.form_labels:
         return "a form's labels right of it"
     if mono:

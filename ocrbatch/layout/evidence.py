@@ -124,10 +124,10 @@ def cell_borders(rows: Sequence[Sequence[TextLine]], wide: float, p: LayoutParam
     out = set()
     for k, row in enumerate(rows):
         for a, b in zip(row, row[1:]):
+            if a.text.rstrip().endswith(":"):
+                out.add((id(a), id(b)))  # a form's label and its value: one line, whatever the others
             if b.box[0] > a.box[2] and _level(a, b, p):
                 gaps.append((a.box[2], b.box[0], k, id(a), id(b)))
-                if a.text.rstrip().endswith(":"):
-                    out.add((id(a), id(b)))  # a form's label and its value: one line, whatever the others
     for x0, x1, k, ia, ib in gaps:
         if x1 - x0 <= wide:
             continue

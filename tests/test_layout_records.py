@@ -258,7 +258,7 @@ def test_a_scanned_forms_typed_values_off_their_labels_rows_stay_with_their_labe
     for k, (label, value) in enumerate(zip(labels, values)):
         lines.append(prop(label, 100, 300 + 44 * k))
         if value:
-            lines.append(prop(value, 460, 300 + 44 * k - 11))
+            lines.append(prop(value, 460, 300 + 44 * k - 12))
     md = lines_to_markdown(lines, 1275, 1651)
     said = [" ".join(l.split()) for l in md.splitlines()]
     for label, value in zip(labels, values):

@@ -346,6 +346,28 @@ def form(rng: random.Random) -> tuple[Page, list[str], Cells]:
     return pg, out, []
 
 
+def typed_form(rng: random.Random) -> tuple[Page, list[str], Cells]:
+    """A printed form filled in on a typewriter: labels in capitals, the typed values (Courier) a little
+    above their labels' baselines, as a form fed into the machine by hand comes out; some left empty."""
+    pg = Page(612, 792)
+    out = ["PRODUCT SAFETY COMPLAINT", "Office use only - type or print clearly"]
+    pg.text(306, 62, out[0], "HB", 14, "c")
+    pg.text(306, 78, out[1], "H", 8, "c")
+    rows = [("SOURCE OF INFORMATION:", "CONSUMER LETTER"), ("MANUFACTURER:", "ALDEN TOY CORP."),
+            ("BRAND NAME:", "SKY RIDER"), ("MODEL:", ""), ("DESCRIPTION OF PRODUCT:", "CHILD'S SCOOTER, RED"),
+            ("WHERE PURCHASED:", "MAIN ST. HARDWARE"), ("DATE OF PURCHASE:", ""), ("PRICE PAID:", "$24.95"),
+            ("NATURE OF HAZARD:", "HANDLEBAR COMES LOOSE"), ("INJURIES:", ""), ("ACTION REQUESTED:", "REFUND")]
+    y = 118
+    for label, value in rows:
+        pg.text(50, y, label, "HB", 9)
+        pg.rule(210, y + 2, 560, 0.3)
+        if value:
+            pg.text(220, y - 5, value, "C", 10)
+        out.append(f"{label} {value}".strip())
+        y += 30
+    return pg, out, []
+
+
 def cards(rng: random.Random) -> tuple[Page, list[str], Cells]:
     """Three stat cards side by side on a slide: a big number, its unit, two lines of caption each."""
     pg = Page(720, 405)
@@ -464,8 +486,11 @@ PAGES = [
      "invoice: sender, invoice fields (one empty), customer, line items table, totals, terms; HAS-TABLE"),
     ("statement-b", "records-statement", statement_wrapped,
      "landscape statement: long ministry names wrapping under themselves, two-line headings, group rows, subtotals; HAS-TABLE"),
+    ("form-c", "records-form", typed_form,
+     "printed form filled in on a typewriter: values in Courier a little above their labels' rows, some empty"),
 ]
-SCANS = [("statement-a-scan", "statement-a", 0.7, 11), ("form-b-scan", "form-b", -0.5, 12)]
+SCANS = [("statement-a-scan", "statement-a", 0.7, 11), ("form-b-scan", "form-b", -0.5, 12),
+         ("form-c-scan", "form-c", 0.4, 13)]
 
 
 def scanned(pdf: bytes, angle: float, seed: int) -> tuple[bytes, int, int]:

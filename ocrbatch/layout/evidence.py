@@ -1,20 +1,22 @@
 """Flow or records: whether a white strip between text parts two flows of text (columns, read one after
 the other) or the cells of rows (a table, a form, a statement, a log: read row by row).
 
-What the field does, and what is taken here:
-- T-Recs (Kieninger, "The T-Recs table recognition and analysis system", 1998) grows blocks from words
-  whose horizontal extents overlap on consecutive rows, then decides table vs text on the blocks'
-  vertical alignment: a table's blocks start rows together, row after row; a column of prose is one
-  tall block. Taken: the evidence is *row alignment across the gap*, counted over the rows of the
-  stretch, not the width of the gap.
-- Tesseract's table finder (Shafait and Smith, "Table detection in heterogeneous documents", 2010)
-  marks text partitions as table candidates when they are short and spread with large gaps, then keeps
-  a candidate region only when the rows inside it line up over several columns; running text beside a
-  table keeps its own column partitions because its lines are long and dense. Taken: both sides must
-  be short pieces (no prose on both sides) for aligned rows to count as cells.
-- Poppler's `pdftotext -layout` keeps rows whole and places text by a character grid: on a page of
-  fixed-width type, columns are character positions, and a row is printed across them. Taken: a region
-  in monospaced type (all glyph advances equal) is records unless its sides are clearly apart.
+What the field does, and what is taken here (read, not copied):
+- T-Recs (Kieninger, "Table structure recognition based on robust block segmentation", 1998) grows
+  blocks bottom-up from words that interleave with their neighbours above and below, so that even the
+  narrowest gap of a table column isolates the column; its later validation step (Kieninger and
+  Strieder, 1999) found that blocks merely side by side (an address beside a date in a letter head)
+  are no table, and asks for stronger evidence. Taken: side by side is not enough; the evidence is
+  rows aligned across the gap, counted row after row.
+- Tesseract's table finder (textord/tablefind.cpp, Shafait and Smith) splits text partitions at wide
+  blob gaps on the premise that "a table will have several lines with similar overlapping whitespace
+  whereas text will not", merges a column header into the table below it, and drops tables of a single
+  column and the false alarms of paragraph endings. Taken: a wide gap is a cell border only where the
+  white lines up with the white of other rows (`cell_borders`); a table's head joins it by position
+  and type (`tables._join_head`); prose on both sides of a strip is never cells.
+- Poppler's `pdftotext -layout` keeps the physical layout: each row is written across the page, its
+  words at their places on a character grid. Taken: a region in fixed-width type (`monospaced`: all
+  glyph advances equal) is records unless its two sides clearly run apart.
 
 So, for one strip (`columns.flows_apart`), pieces on each side are paired with the pieces beside them:
 - *level*: they share a row (middles within `row_centre` of a line height);
@@ -22,10 +24,13 @@ So, for one strip (`columns.flows_apart`), pieces on each side are paired with t
 Columns have baselines that run independently on the two sides, so a share of the pieces on one side
 (`flow_offsets`) sit off the rows beside them; records share baselines across every gap, row after
 row (a wrapped cell, a name over two rows beside one row of figures, has nothing beside its second
-line and counts neither way). Rows level across the strip are records when the type is monospaced
-or the pieces are short (no prose on both sides), and figures or markers beside the strip make it a
-cell border whatever the rows do (`columns.flows_apart`). Each verdict comes with its reason, which
-`--debug-layout` prints per region.
+line and counts neither way). The verdict, in order: figures or codes right of the strip, markers or a
+form's labels left of it: cells; rows off each other: flow; prose on both sides: flow; a form's
+labels right of it (a second label/value pair on each row): cells; fixed-width type: cells; a gap
+clearly wider than the other gaps of its rows (a reference card's gutter between term/description
+pairs): flow; else cells. Each verdict comes with its reason, which `--debug-layout` prints per region.
+Within a row (`blocks.rows_of`), pieces are not joined across a gap wider than the page's widest word
+gap (`widest_word_gap`) unless it is a cell border.
 """
 
 from __future__ import annotations

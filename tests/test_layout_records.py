@@ -188,7 +188,7 @@ def test_stat_cards_side_by_side_are_read_one_card_at_a_time_never_as_a_table():
 
 def test_a_list_beside_a_text_box_reads_the_list_then_the_box():
     lines = [prop("Planning the Move", 100, 80, size=44, h=58)]
-    items = ["Budget", "Timeline", "Staffing", "Risks", "Review"]
+    items = ["Budget", "Timeline and milestones", "Staffing", "Risks we accept", "Review"]  # (ragged: no chain)
     lines += [prop(f"• {t}", 120, 218 + 75 * k, size=32, h=42) for k, t in enumerate(items)]
     box = ["The new office opens in", "spring and every team", "moves within two weeks", "of the opening."]
     lines += [prop(t, 725, 346 + 41 * k, size=28, h=36) for k, t in enumerate(box)]

@@ -111,7 +111,8 @@ def _verdict(tag: int, found: Sequence[Separator], grid: Sequence[Separator], we
                        f"{why} ({at[0]})" if at[0] else why for why, at in reasons.items()) \
         or "no white strip down it beside a tab stop"
     if found:
-        kind = f"flow in {len(found) + 1} columns"
+        kind = f"flow in {len(found) + 1} columns" + (f", {len(grid) + 1} centred stacks or cards read one by one"
+                                                      if grid else "")
     elif grid:
         kind = f"flow, {len(grid) + 1} blocks side by side read one by one (centred stacks, cards)"
     elif any(" cells, " in w for w in weighed):

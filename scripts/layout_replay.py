@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Work on the layout code without waiting for OCR: dump the recognised lines once, replay layout over them.
 
-    python scripts/layout_replay.py dump CACHE.pkl [--size small] [--set dev|stress|both]
+    python scripts/layout_replay.py dump CACHE.pkl [--size small] [--set dev|stress|both] [--only NAME ...]
     python scripts/layout_replay.py replay CACHE.pkl OUT_DIR [--only NAME ...]
 
 `dump` runs the embedded engine over the dev corpus (../shared/bench/dev) and/or the layout stress set
@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import corpus_bench as bench  # noqa: E402  (scripts/corpus_bench.py: page lists, scorer paths)
 
 
-def dump(cache: Path, size: str, which: str) -> None:
+def dump(cache: Path, size: str, which: str, only: list[str] | None = None) -> None:
     import tempfile
 
     from ocrbatch.config import EngineOptions
@@ -39,6 +39,8 @@ def dump(cache: Path, size: str, which: str) -> None:
             sets["dev"] = bench.named_pages(bench.DEFAULT_DEV, 150)
         if which in ("stress", "both"):
             sets["stress"] = bench.stress_pages(Path(tmp))
+        if only:  # (only these pages: the others keep what the cache has)
+            sets = {k: [(n, im) for n, im in v if n in only] for k, v in sets.items()}
         engine = registry.create("rapidocr", EngineOptions(model_size=size))
         engine.load("cpu")
         seen: list = []
@@ -63,7 +65,8 @@ def dump(cache: Path, size: str, which: str) -> None:
             rapid.layout_page = original
             engine.close()
     old = pickle.loads(cache.read_bytes()) if cache.exists() else {}
-    old.update(out)
+    for name, pages in out.items():  # page by page: a dump of some pages keeps the rest
+        old.setdefault(name, {}).update(pages)
     cache.write_bytes(pickle.dumps(old))
 
 
@@ -109,13 +112,14 @@ def main() -> int:
     d.add_argument("cache", type=Path)
     d.add_argument("--size", default="small")
     d.add_argument("--set", default="both", choices=["dev", "stress", "both"])
+    d.add_argument("--only", nargs="*", default=[], help="only these pages (their names without suffix)")
     r = sub.add_parser("replay")
     r.add_argument("cache", type=Path)
     r.add_argument("out", type=Path)
     r.add_argument("--only", nargs="*", default=[])
     a = ap.parse_args()
     if a.cmd == "dump":
-        dump(a.cache, a.size, a.set)
+        dump(a.cache, a.size, a.set, a.only)
     else:
         replay(a.cache, a.out, a.only)
     return 0

@@ -9,6 +9,7 @@ order, checked by eye) and `MANIFEST.tsv` (kind, source, licence). The bench ren
     python scripts/stress_set.py build     # re-cut the PDFs and truth from the Debian packages
     python scripts/stress_set.py typeset   # only the pages typeset from bench/stress/src
     python scripts/stress_set.py render DIR  # render bench/stress/pdfs/*.pdf to DIR/NAME.png at 150 dpi
+    python scripts/stress_set.py records   # the record pages drawn by scripts/stress_records.py (no TeX)
 
 `build` downloads the packages with `apt-get download` and unpacks them under a cache folder (about
 1.2 GB); it keeps existing truth files (checked by eye: bench/stress/FIXES.md) unless given --truth.
@@ -130,6 +131,10 @@ def build(cache: Path) -> None:
         rows.append(f"pages/{name}.png\t{kind}\t{origin}\t{licence}\t"
                     f"{note}; rendered {DPI} dpi PNG at bench time; truth = PDF text layer (pdfium), column order")
     (STRESS / "MANIFEST.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import stress_records  # (the drawn record pages: their rows go back into the MANIFEST)
+
+    stress_records.main()
 
 
 def build_typeset(cache: Path, truth: bool) -> None:
@@ -211,7 +216,13 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--truth", action="store_true", help="rewrite their truth files from the text layer")
     r = sub.add_parser("render", help="render the stress PDFs to PNG")
     r.add_argument("dest", type=Path)
+    sub.add_parser("records", help="draw the record pages (statements, a log, forms, cards, an invoice) and their truth")
     a = ap.parse_args(argv)
+    if a.cmd == "records":
+        sys.path.insert(0, str(ROOT / "scripts"))
+        import stress_records
+
+        return stress_records.main()
     if a.cmd == "build":
         build(a.cache)
     elif a.cmd == "typeset":

@@ -565,3 +565,19 @@ def test_a_cards_columns_go_on_under_a_white_band_across_them():
                       line(f"does {cmd} now", x + 190, y + 70 + 44 * i, w=200, h=36)]
     md = lines_to_markdown(lines, 1754, 800)
     assert in_order(md, [title for title, _ in sections]), md
+
+
+def test_a_large_title_close_beside_body_text_is_still_off_its_row():
+    # Closer than the widest word gap, so only the jump in type size parts them.
+    lines = [line("Big Title", 100, 200, w=300, h=60), line("a caption in body type beside it", 440, 216, w=360)]
+    lines += column("b", 100, 320, 4, width=900)
+    rows = rows_of(lines, [], P)
+    assert not any("Big Title" in r.text and "caption" in r.text for r in rows), [r.text for r in rows]
+
+
+def test_a_figures_label_far_left_of_a_row_of_figures_stays_out_of_it():
+    # The row beside the label holds no word, so no wide word gap parts them: the label rule does.
+    table = [line(t, x, 300 + r * 36) for r, cells in enumerate([("12.5", "103.4", "7.7"), ("24.0", "68.3", "9.1"),
+                                                                ("31.2", "55.0", "4.4")]) for t, x in zip(cells, (794, 915, 998))]
+    md = lines_to_markdown([line("r0 = 1", 100, 300, w=70)] + table, 1275, 1651)
+    assert not any("r0 = 1" in l and "12.5" in l for l in md.splitlines()), md

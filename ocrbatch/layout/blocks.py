@@ -17,7 +17,8 @@ from typing import Sequence
 
 from ..records import TextLine
 from .columns import Separator, _wordy, beside
-from .geometry import Box, Row, core, group_rows, ink, union
+from .evidence import cell_borders, widest_word_gap
+from .geometry import Box, Row, body_height, core, group_rows, ink, union
 from .params import LayoutParams
 
 _TICK = re.compile(r"^[-+−]?\d[\d.,]*%?$")  # a tick value of a chart's axis: 80, 0.5, 2015, 25%
@@ -52,13 +53,23 @@ class Block:
         return [l for r in self.rows for l in r.lines]
 
 
-def rows_of(lines: Sequence[TextLine], seps: Sequence[Separator], p: LayoutParams) -> list[Row]:
-    """Lines on one visual row, cut at every separator between them and where the type size jumps."""
+def rows_of(lines: Sequence[TextLine], seps: Sequence[Separator], p: LayoutParams,
+            h: float | None = None) -> list[Row]:
+    """Lines on one visual row, cut at every separator between them, where the type size jumps, and
+    before words across a gap wider than the page's widest word gap unless it is a table row's cell
+    border (`evidence.cell_borders`: a list item and the line of a text box beside it are two rows;
+    an amount or an equation's number far right of its row stays on it)."""
     out: list[Row] = []
-    for row in group_rows(lines):
+    h = body_height(lines) if h is None else h
+    grouped = _pair_labels(group_rows(lines), h, p)
+    wide = widest_word_gap([r.lines for r in grouped], h, p)
+    cells = cell_borders([r.lines for r in grouped], wide, p)
+    for row in grouped:
         run = [row.lines[0]]
         for prev, line in zip(row.lines, row.lines[1:]):
-            parted = any(s.between(ink(prev).box, ink(line).box) for s in seps)
+            parted = any(s.between(ink(prev).box, ink(line).box) for s in seps) \
+                or line.box[0] - prev.box[2] > wide and (id(prev), id(line)) not in cells and _wordy(line.text, p)
+            # (a number, an amount, an equation's number far right of its row stays on it)
             jump = max(prev.height, line.height) > p.row_size_ratio * min(prev.height, line.height) \
                 and min(len(prev.text.strip()), len(line.text.strip())) > p.marker_chars  # (a bullet is small)
             label = _figure_label(prev.text, p) and line.box[0] - prev.box[2] >= p.label_gap * line.height \
@@ -71,6 +82,24 @@ def rows_of(lines: Sequence[TextLine], seps: Sequence[Separator], p: LayoutParam
             run.append(line)
         out.append(Row(run))
     return sorted(out, key=lambda r: (core_top(r), r.x0))
+
+
+def _pair_labels(rows: list[Row], h: float, p: LayoutParams) -> list[Row]:
+    """Rows ending in a form's label ("BRAND NAME:") joined with the row of its value typed in off
+    its row: the nearest row (middles within `label_reach`) whose pieces all start right of the label
+    and hold no label. A label and its value are one line."""
+    out = list(rows)
+    for row in rows:
+        if row not in out or not row.lines[-1].text.rstrip().endswith(":"):
+            continue
+        mid = (row.box[1] + row.box[3]) / 2
+        near = [r for r in out if r is not row and abs((r.box[1] + r.box[3]) / 2 - mid) <= p.label_reach * h
+                and r.x0 > row.x1 and not any(l.text.rstrip().endswith(":") for l in r.lines)]
+        if near:
+            value = min(near, key=lambda r: abs((r.box[1] + r.box[3]) / 2 - mid))
+            out.remove(value)
+            out[out.index(row)] = Row(row.lines + value.lines)
+    return out
 
 
 def _figure_label(text: str, p: LayoutParams) -> bool:
@@ -98,9 +127,10 @@ def build_blocks(rows: Sequence[Row], seps: Sequence[Separator], h: float, p: La
     it alone (a title across columns starts none of their blocks); else it starts a block."""
     blocks: list[Block] = []
     index = {id(r): k for k, r in enumerate(rows)}
+    wide = widest_word_gap([r.lines for r in rows], h, p)
     for k, row in enumerate(rows):
         home = _home(blocks, row, h, p)
-        if home is not None and _between(rows[index[id(home.rows[-1])] + 1:k], home, row, seps, p):
+        if home is not None and _between(rows[index[id(home.rows[-1])] + 1:k], home, row, seps, p, wide):
             home = None  # another row lies in the space between, on this side of any gutter
         if home is not None and any(_x_overlap(home.rows[-1].box, mate.box) > p.x_overlap * mate.height
                                     for mate in _mates(rows, k, p)):
@@ -126,12 +156,17 @@ def _home(blocks: list[Block], row: Row, h: float, p: LayoutParams) -> Block | N
     return None if rivals else near
 
 
-def _between(others: Sequence[Row], block: Block, row: Row, seps: Sequence[Separator], p: LayoutParams) -> bool:
+def _between(others: Sequence[Row], block: Block, row: Row, seps: Sequence[Separator], p: LayoutParams,
+             wide: float = float("inf")) -> bool:
     """Whether one of `others`, in the same type, lies in the white space between `block`'s last row
     and `row` (the rows of a receipt: an item's name, its amounts on the next line to the right, the
-    next name; not a sidebar's smaller lines beside a paragraph), and no separator parts it from them."""
+    next name; not a sidebar's smaller lines beside a paragraph, nor the words of a text box further
+    than `wide`, the widest word gap, to the side of words: a list beside a box), and no separator parts it
+    from them."""
     top, bottom = _core_bottom(block.rows[-1]), core_top(row)
+    x0, x1 = min(block.box[0], row.x0), max(block.box[2], row.x1)
     return any(top <= core_top(o) and _core_bottom(o) <= bottom and o.height * p.block_size_ratio >= row.height
+               and not (max(o.x0 - x1, x0 - o.x1) > wide and _wordy(o.text, p) and _wordy(row.text, p))
                and not any(s.between(o.box, row.box) or s.between(row.box, o.box) for s in seps) for o in others)
 
 

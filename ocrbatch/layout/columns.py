@@ -26,6 +26,7 @@ from statistics import median
 from typing import Sequence
 
 from ..records import TextLine
+from .evidence import monospaced, rows_apart
 from .geometry import core, ink
 from .params import PARAMS, LayoutParams
 
@@ -66,13 +67,21 @@ def _reach(sep: Separator, box: tuple) -> bool:
     return c0 < sep.y1 and c1 > sep.y0
 
 
-def find_separators(lines: Sequence[TextLine], h: float, p: LayoutParams) -> list[Separator]:
-    """The column separators among `lines` (`h`: the body line height)."""
+def find_separators(lines: Sequence[TextLine], h: float, p: LayoutParams,
+                    verdicts: list[str] | None = None) -> list[Separator]:
+    """The column separators among `lines` (`h`: the body line height). `verdicts`, when given,
+    receives a line for each white strip weighed: flow (a separator) or cells, and why."""
     inks = [ink(l) for l in lines]
+    mono = monospaced(lines, h, p)
+    if verdicts is not None and mono:
+        verdicts.append("type monospaced (equal glyph advances), records unless rows run apart")
     found: list[Separator] = []
     for x, members in tab_stops(inks, h, p):
         for sep, left, right in _strips(x, members, inks, h, p):
-            why = flows_apart(left, right, inks, h, p)
+            why = flows_apart(left, right, inks, h, p, mono)
+            if verdicts is not None and not any(_same(sep, f, h) for f in found):
+                verdicts.append(f"strip x {sep.x0:.0f}-{sep.x1:.0f} y {sep.y0:.0f}-{sep.y1:.0f}: "
+                                + (f"flow, {why}" if why else f"cells, {_cells_why(left, right, inks, h, p, mono)}"))
             if why and not any(_same(sep, f, h) for f in found):
                 found += _sections(replace(sep, why=f"{sep.why}: {why}"), left, right, inks, h, p)
     return found
@@ -423,7 +432,7 @@ def _same_row(a: TextLine, b: TextLine, p: LayoutParams) -> bool:
 
 
 def flows_apart(left: list[TextLine], right: list[TextLine], inks: Sequence[TextLine], h: float,
-                p: LayoutParams) -> str:
+                p: LayoutParams, mono: bool = False) -> str:
     """Why the strip between `left` (the pieces bordering it on the left) and `right` (its tab stop's
     pieces) parts two flows of text, or "" when it is a gap between the cells of rows.
 
@@ -441,33 +450,41 @@ def flows_apart(left: list[TextLine], right: list[TextLine], inks: Sequence[Text
         return ""  # a column of amounts, figures, quantities or codes: a table's or a receipt's
     if median(len(l.text.strip()) for l in left) <= p.marker_chars:
         return ""  # a list's bullets, a line's number: markers, never a column of text
+    if sum(1 for l in left if l.text.rstrip().endswith(":")) >= p.form_labels * len(left):
+        return ""  # a form's labels: their values beside them, typed in off their rows as they may be
     x = min(r.box[0] for r in right)
     y0, y1 = min(l.box[1] for l in left + right), max(l.box[3] for l in left + right)
     beside = [k for k in inks if x - p.seam_overlap * h <= k.box[0] <= x + p.hug * h  # (indented lines too)
               and y0 <= (k.box[1] + k.box[3]) / 2 <= y1]
-    if _off_rows(left, beside, p) or _off_rows(beside, left, p):
-        return "rows off each other"
+    apart = rows_apart(left, beside, p)
+    if apart:
+        return apart
+    if _prose_side(left, p) and _prose_side(beside, p):
+        return "prose on both sides"
+    if sum(1 for r in right if r.text.rstrip().endswith(":")) >= p.form_labels * len(right):
+        return ""  # a form's second column of labels ("TOWN:"), each after a pair on its row
+    if mono:
+        return ""  # fixed-width type, rows level across the strip: a log's or a listing's fields
     pairs = [(l, r) for l in left for r in right if _same_row(l, r, p)]
     if _widest(pairs, inks, p) >= p.gutter_ratio:
         return "a gap wider than its rows' others"
-    if _prose_side(left, p) and _prose_side(beside, p):
-        return "prose on both sides"
     return ""
 
 
-def _off_rows(side: list[TextLine], other: list[TextLine], p: LayoutParams) -> bool:
-    """Whether enough pieces of `side` lie beside pieces of `other` (their boxes overlapping by more than
-    padded boxes of consecutive rows do, `row_touch`) without sharing a row with any of them: rows that
-    do not align one to one. (A piece with nothing beside it, a label with no value, says nothing.)"""
-    paired = off = 0
-    for a in side:
-        near = [o for o in other if min(o.box[3], a.box[3]) - max(o.box[1], a.box[1])
-                > p.row_touch * min(o.height, a.height)]
-        if near and any(_level(a, o, p) for o in near):
-            paired += 1
-        elif near:
-            off += 1
-    return off >= max(p.flow_offset_min, p.flow_offsets * (paired + off))
+def _cells_why(left: list[TextLine], right: list[TextLine], inks: Sequence[TextLine], h: float, p: LayoutParams,
+               mono: bool) -> str:
+    """Why `flows_apart` took a strip for a gap between cells (for `--debug-layout`)."""
+    if sum(1 for r in right if not _wordy(r.text, p)) >= len(right) * p.cell_numeric:
+        return "figures or codes right of it"
+    if median(len(l.text.strip()) for l in left) <= p.marker_chars:
+        return "markers left of it"
+    if sum(1 for l in left if l.text.rstrip().endswith(":")) >= len(left) * p.form_labels:
+        return "a form's labels left of it"
+    if sum(1 for r in right if r.text.rstrip().endswith(":")) >= len(right) * p.form_labels:
+        return "a form's labels right of it"
+    if mono:
+        return "monospaced rows level across it"
+    return "rows level across it, short pieces (no prose on both sides)"
 
 
 def _level(a: TextLine, b: TextLine, p: LayoutParams) -> bool:

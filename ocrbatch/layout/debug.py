@@ -2,7 +2,8 @@
 
 Each block gets its box, its place in the reading order and its kind (text, figure, furniture), and a
 line saying which stage set it apart; the column separators are drawn as red strips with the tab stop
-that made each one, and each region's box in grey. `describe` gives the same as text.
+that made each one, and each region's box in grey. `describe` gives the same as text, with a line per
+region saying whether it was read as flow (columns) or records (row by row), and why.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ def write_debug(folder: str | Path, ref: Any, page: PageLayout, image: Any | Non
 def describe(page: PageLayout) -> str:
     """The page's separators and blocks in reading order, one line each."""
     out = [f"page {page.width}x{page.height}, body line height {page.h:.1f}"]
+    out += page.verdicts
     for s in page.separators:
         out.append(f"separator x {s.x0:.0f}-{s.x1:.0f} y {s.y0:.0f}-{s.y1:.0f}: {s.why}")
     for n, block in enumerate(page.blocks, 1):

@@ -8,7 +8,10 @@ lines one under the next whose centres agree while both edges are ragged. Stacks
 
 A table whose columns are centred does not pass: its cells line up in rows of equal count across
 three or more columns, where the stacks of a grid's tier hold different numbers of lines (one author
-has two affiliations, another no email).
+has two affiliations, another no email). Stat cards side by side hold equal counts too (a number, its
+unit, two lines of caption each), but each stack's type shrinks down it, `card_size_ratio` from its
+first line to its smallest: they are read one card at a time. A stack's lines follow each other at
+`stack_leading` of the body height, or of the first line's height in a stack headed by a big number.
 """
 
 from __future__ import annotations
@@ -51,12 +54,19 @@ def _stacks(lines: Sequence[TextLine], h: float, p: LayoutParams) -> list[Stack]
     for line in sorted(lines, key=lambda l: l.box[1]):
         mid = (line.box[0] + line.box[2]) / 2
         home = next((s for s in stacks if abs((s[-1].box[0] + s[-1].box[2]) / 2 - mid) <= p.stack_axis * h
-                     and core(s[-1])[0] < core(line)[0] <= core(s[-1])[1] + p.stack_leading * h), None)
+                     and core(s[-1])[0] < core(line)[0] <= core(s[-1])[1] + p.stack_leading * _lead(s, h, p)), None)
         if home is None:
             stacks.append([line])
         else:
             home.append(line)
     return stacks
+
+
+def _lead(stack: Stack, h: float, p: LayoutParams) -> float:
+    """The line height a stack's leading is measured in: the body height, or its first line's where
+    that is `card_size_ratio` times taller (a card's big number: its unit and caption follow it at its
+    own leading)."""
+    return stack[0].height if stack[0].height >= p.card_size_ratio * h else h
 
 
 def _tiers(lines: Sequence[TextLine], h: float, p: LayoutParams) -> list[list[Stack]] | None:
@@ -84,9 +94,15 @@ def _tiers(lines: Sequence[TextLine], h: float, p: LayoutParams) -> list[list[St
         tier.sort(key=lambda s: s[0].box[0])
         if any(max(l.box[2] for l in a) > min(l.box[0] for l in b) for a, b in zip(tier, tier[1:])):
             return None  # stacks side by side do not overlap
-        if len(tier) >= 3 and len({len(s) for s in tier}) == 1:
-            return None  # rows of equal count across three or more columns: a table
+        if len(tier) >= 3 and len({len(s) for s in tier}) == 1 and not all(_card(s, p) for s in tier):
+            return None  # rows of equal count across three or more columns: a table (not cards)
     return tiers if max(len(t) for t in tiers) >= 2 else None
+
+
+def _card(stack: Stack, p: LayoutParams) -> bool:
+    """A card: a small stack whose type shrinks down it (a big number over its unit over a caption);
+    a table's column keeps one type size below its head."""
+    return stack[0].height >= p.card_size_ratio * min(l.height for l in stack[1:])
 
 
 def _parting(tier: list[Stack]) -> list[Separator]:

@@ -88,14 +88,61 @@ def precedes(a: Block, b: Block, seps: Sequence[Separator], h: float, p: LayoutP
     return (ay0, ax0) < (by0, bx0)
 
 
+def axis_chains(blocks: Sequence[Block], h: float, p: LayoutParams) -> list[int]:
+    """For each block, the number of the chain it belongs to, or -1: a chain is `chain_blocks` or more
+    narrow blocks (at most `stack_width` wide) one under the next, `chain_gap` apart at most, centred
+    on one axis (within `stack_axis`): a flowchart's boxes, read top to bottom before a note beside them."""
+    chain = [-1] * len(blocks)
+    narrow = sorted((i for i, b in enumerate(blocks) if b.box[2] - b.box[0] <= p.stack_width * h),
+                    key=lambda i: blocks[i].box[1])
+    runs: list[list[int]] = []
+    for i in narrow:
+        mid = (blocks[i].box[0] + blocks[i].box[2]) / 2
+        home = next((r for r in runs if abs((blocks[r[-1]].box[0] + blocks[r[-1]].box[2]) / 2 - mid) <= p.stack_axis * h
+                     and 0 <= blocks[i].box[1] - blocks[r[-1]].box[3] <= p.chain_gap * h), None)
+        if home is None:
+            runs.append([i])
+        else:
+            home.append(i)
+    for k, run in enumerate(r for r in runs if len(r) >= p.chain_blocks):
+        for i in run:
+            chain[i] = k
+    return chain
+
+
+def _beside_chain(members: Sequence[Block], b: Block, h: float, p: LayoutParams) -> int:
+    """1 when block `b`, a note (rows starting at one edge, within `tab_tolerance`), lies right of the
+    chain `members` level with one of them, -1 left of it, else 0 (a centred block beside is another
+    author's, read by the grid's separators)."""
+    starts = [r.x0 for r in b.rows]
+    if len(starts) < 2 or max(starts) - min(starts) > p.tab_tolerance * h:
+        return 0
+    x0, x1 = min(m.box[0] for m in members), max(m.box[2] for m in members)
+    level = any(min(m.box[3], b.box[3]) - max(m.box[1], b.box[1]) > p.y_overlap * min(m.size, b.size) for m in members)
+    return 0 if not level else 1 if b.box[0] >= x1 else -1 if b.box[2] <= x0 else 0
+
+
 def order_blocks(blocks: Sequence[Block], seps: Sequence[Separator], h: float, p: LayoutParams) -> list[Block]:
-    """`blocks` in reading order: the partial order of `precedes`, topologically sorted."""
+    """`blocks` in reading order: the partial order of `precedes`, topologically sorted; a chain of
+    blocks on one axis (`axis_chains`) is read whole before (after) a block beside it on its right (left)."""
     n = len(blocks)
     after: list[list[int]] = [[] for _ in range(n)]
     needs = [0] * n
+    chain = axis_chains(blocks, h, p)
+    members: dict[int, list[Block]] = {}
+    for i, c in enumerate(chain):
+        if c >= 0:
+            members.setdefault(c, []).append(blocks[i])
     for i in range(n):
         for j in range(i + 1, n):
-            first, then = (i, j) if precedes(blocks[i], blocks[j], seps, h, p) else (j, i)
+            side = 0
+            if (chain[i] >= 0) != (chain[j] >= 0):
+                c, other = (chain[i], blocks[j]) if chain[i] >= 0 else (chain[j], blocks[i])
+                side = _beside_chain(members[c], other, h, p) * (1 if chain[i] >= 0 else -1)
+            if side:
+                first, then = (i, j) if side > 0 else (j, i)
+            else:
+                first, then = (i, j) if precedes(blocks[i], blocks[j], seps, h, p) else (j, i)
             after[first].append(then)
             needs[then] += 1
 

@@ -40,6 +40,7 @@ class PageLayout:
     blocks: list[Block] = field(default_factory=list)  # in reading order, furniture included
     separators: list[Separator] = field(default_factory=list)
     regions: list[tuple] = field(default_factory=list)  # the box of each region, in reading order
+    verdicts: list[str] = field(default_factory=list)  # each region read as flow or records, and why
 
 
 def layout_page(lines: Sequence[TextLine], width: int, height: int, keep_furniture: bool = False,
@@ -82,18 +83,43 @@ def _region_blocks(page: PageLayout, region: list[TextLine], several: bool, runn
             out_head = [_furniture_block(head, "head", "furniture: a page's top band", h, p)] if head else []
             out_foot = [_furniture_block(foot, "foot", "furniture: a page's foot band", h, p)] if foot else []
     grid = grid_separators(region, h, p)
-    seps = extend_separators(region, find_separators(region, h, p) + grid, h, p)
+    weighed: list[str] = []
+    found = find_separators(region, h, p, weighed)
+    page.verdicts.append(_verdict(len(page.regions), found, grid, weighed))
+    seps = extend_separators(region, found + grid, h, p)
     region, seps = cut_merged(region, seps, h, p)
     region = drop_ornaments(region, seps, h, p)
     page.separators += seps
     tag = len(page.regions)
     page.regions.append(_box(region))
-    blocks = build_blocks(rows_of(region, seps, p), seps, h, p)
+    blocks = build_blocks(rows_of(region, seps, p, h), seps, h, p)
     for block in blocks:
         block.column = (tag, sum(1 for s in seps if s.x1 <= block.box[0] + h and s.between(
             (s.x0 - 1, block.box[1], s.x0, block.box[3]), block.box)))
         block.why = block.why or f"blocks: region {tag}, column {block.column[1]}"
     return out_head + order_blocks(blocks, seps, h, p) + out_foot
+
+
+def _verdict(tag: int, found: Sequence[Separator], grid: Sequence[Separator], weighed: Sequence[str]) -> str:
+    """One line for `--debug-layout`: whether region `tag` is read as flow (columns one after the
+    other) or records (row by row, its gaps cell borders), and why (`evidence.py`)."""
+    reasons: dict[str, list[str]] = {}  # each reason with the strips it was given for
+    for w in weighed:
+        where, _, why = w.partition(": ")
+        reasons.setdefault(why or where, []).append(where if why else "")
+    strips = "; ".join(f"{why} ({len(at)} strips, first {at[0]})" if len(at) > 1 else
+                       f"{why} ({at[0]})" if at[0] else why for why, at in reasons.items()) \
+        or "no white strip down it beside a tab stop"
+    if found:
+        kind = f"flow in {len(found) + 1} columns" + (f", {len(grid) + 1} centred stacks or cards read one by one"
+                                                      if grid else "")
+    elif grid:
+        kind = f"flow, {len(grid) + 1} blocks side by side read one by one (centred stacks, cards)"
+    elif any(" cells, " in w for w in weighed):
+        kind = "records, read row by row (its gaps are cell borders)"
+    else:
+        kind = "flow in one column"
+    return f"region {tag}: {kind} [{strips}]"
 
 
 def _box(lines: Sequence[TextLine]) -> tuple:

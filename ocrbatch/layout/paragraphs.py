@@ -8,6 +8,8 @@ Rules are relative to the page's own body text height `h`, so they hold at any r
   short of the column's right edge ends the paragraph if it ends a sentence, else it is a hard line
   break (verse, addresses, code, receipts keep their lines);
 - a row ending in dot leaders and a page number (a table of contents) keeps its own line;
+- a form's value wrapped under itself (a row starting where the value above starts, under a label
+  and its value) goes on its label's line;
 - text that runs off the bottom of a column continues at the top of the next one.
 """
 
@@ -75,6 +77,9 @@ def build_blocks(rows: Sequence[Row], h: float, p: LayoutParams = PARAMS) -> lis
         elif cur is not None and cur.kind == "item" and _continues_item(cur, row, h, brk, p):
             cur.lines[0] = _join(cur.lines[0], text)
             cur.last = row
+        elif cur is not None and cur.kind == "para" and _value_wraps(cur.last, row, h, brk, p):
+            cur.lines[-1] = _join(cur.lines[-1], text)  # a form's value wrapped under itself: its label's line
+            cur.last = row
         elif cur is not None and cur.kind == "para" and _continues(cur, row, h, edges, brk, p):
             if _wraps(cur.last, row, edges, h, p) and not _is_form_row(cur.last, h, p) and not _is_form_row(row, h, p) \
                     and not _LEADER_END.search(cur.last.text):
@@ -117,6 +122,17 @@ def _paragraph_gap(rows: Sequence[Row], h: float, p: LayoutParams) -> float:
 def _is_form_row(row: Row, h: float, p: LayoutParams) -> bool:
     """Text in separate cells (label and value, receipt columns): a line of its own, never joined."""
     return len(row.cells(p.form_gap * h)) > 1
+
+
+def _value_wraps(last: Row | None, row: Row, h: float, brk: float, p: LayoutParams) -> bool:
+    """Whether `row` is the value of the form row `last` (a label, then its value) wrapped under itself:
+    one cell, starting where the value does (within `para_indent`), no label itself, at the leading."""
+    if last is None or last.column != row.column or _gap(last, row) > brk or _is_form_row(row, h, p):
+        return False
+    cells = last.cells(p.form_gap * h)
+    if len(cells) != 2 or not cells[0][-1].text.rstrip().endswith(":") or row.text.rstrip().endswith(":"):
+        return False
+    return abs(row.x0 - cells[1][0].box[0]) <= p.para_indent * h
 
 
 def _gap(upper: Row, lower: Row) -> float:

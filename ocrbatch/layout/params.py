@@ -37,6 +37,10 @@ class LayoutParams:
     across_rows: float = 2.5  # left of it keeps the line whole (a title, a paragraph across the columns) ...
     across_share: float = 0.5  # ... or, among three columns, at least this share of the line's width, in body type
     word_gap: float = 1.0  # pieces of one line the detector boxed apart lie at most this far apart
+    word_gap_max: float = 2.0  # the page's widest word gap (`evidence.widest_word_gap`): among gaps between
+    word_gap_quantile: float = 0.9  # pieces of a row under this, this quantile, and at least `word_gap_floor`;
+    word_gap_floor: float = 3.0  # a row is cut across a wider
+    wide_gap_rows: int = 2  # gap unless it is a cell border: level pieces, their white lined up on this many rows
     short_line: float = 2.0  # a paragraph's short last line stops this far before the gutter
 
     # -- columns: separators from whitespace and tab stops (Breuel 2002; Smith 2009) -------------------
@@ -62,8 +66,13 @@ class LayoutParams:
     title_apart: float = 0.8  # ... a title standing this far (core to core) from the lines above and below it
     row_centre: float = 0.3  # pieces whose centres are this near (in the taller's height) lie on one row
     # a strip parts two flows of text only on evidence (`columns.flows_apart`); else it parts cells:
-    flow_offsets: float = 0.25  # rows off each other: this share of a side's pieces that have pieces beside them ...
-    flow_offset_min: int = 2  # ... and at least this many, share no row with those pieces
+    flow_offsets: float = 0.25  # rows off each other (`evidence.rows_apart`): this share of a side's pieces that
+    flow_offset_min: int = 2  # have pieces beside them, and at least this many, share no row with those pieces
+    mono_chars: int = 6  # monospaced type (`evidence.monospaced`): pieces of this many characters or more ...
+    mono_pieces: int = 8  # ... at least this many of them ...
+    mono_quantile: float = 0.8  # ... all but the rest of this share ...
+    mono_spread: float = 0.06  # ... with advances per character within this of their median ...
+    mono_margin: float = 0.7  # ... and their median spread under this share of a proportional face's
     flow_width: float = 12.0  # prose on a side: its lines nearly all this wide (in their own line height) ...
     flow_words: int = 4  # ... or most of them this many words long
     across_ratio: float = 1.0  # cells side by side a gap apart at most this many times their row's other gaps
@@ -80,6 +89,8 @@ class LayoutParams:
     stack_ragged: float = 0.3  # both edges of a centred block vary by at least this
     stack_min_lines: int = 6  # a grid holds at least this many lines ...
     stack_max_lines: int = 80  # ... and at most this many
+    card_size_ratio: float = 1.5  # stacks of equal count whose first line is this many times taller than their
+    # smallest are cards (a number over its unit and caption), read one by one; else a centred table
 
     # -- blocks: rows joined into blocks by type size, leading and alignment (poppler) ------------------
     row_size_ratio: float = 1.6  # pieces on one row whose heights differ more are apart (a title beside body text;
@@ -94,6 +105,8 @@ class LayoutParams:
     # -- order: a partial order of blocks, then a topological sort (Breuel 2003) ------------------------
     x_overlap: float = 1.0  # blocks overlapping horizontally by more than this are one above the other
     y_overlap: float = 0.3  # blocks sharing this share of the smaller height are side by side
+    chain_blocks: int = 3  # narrow blocks centred on one axis one under the next, at least this many ...
+    chain_gap: float = 5.0  # ... at most this far apart: a chain (a flowchart's boxes), read whole beside a note
     blank_band: float = 3.0  # a white band this tall across a region parts what lies above and below
     page_gutter: float = 3.0  # a white strip this wide down a whole region parts pages set side by side
     page_min_lines: int = 8  # a page of a sheet holds at least this many lines, mostly of prose
@@ -153,6 +166,12 @@ class LayoutParams:
     table_filled: float = 0.5  # table evidence: at least this share of its cells filled ...
     table_wordy: float = 0.5  # ... and at most this share of them ...
     table_cell_words: int = 4  # ... of this many words or more (prose in columns fills them with lines)
+    label_reach: float = 0.6  # a form's value typed in this near (middle to middle) a label's row, right of it, is on it
+    form_labels: float = 0.6  # rows this often starting with a label ("NAME:") are a form's, lines, never a table;
+    # a strip with pieces this often labels right of it parts a form's pairs, never columns (`columns.flows_apart`)
+    head_leading: float = 1.3  # a table's first rows with no figure in them, this near (centre to centre), are its head ...
+    head_figures: float = 0.5  # ... where at least this share of its rows hold a figure
+    wrap_pitch: float = 0.9  # a one-cell row closer than this share of the rows' median pitch under a row: a wrapped cell
 
     # -- lines: widely set type (a typewriter, a monospaced font) boxed in pieces, joined (`spaced.py`) ------
     spaced_rows: int = 5  # a strip under a line height wide, white down this many rows, is a gutter (not word spaces by chance)

@@ -2,7 +2,10 @@
 with short cells (prose in columns and a figure's labels align too, but are no table).
 
 Two-column runs (label: value) are forms and stay lines; so do receipts' totals. A row with a single
-cell inside a run (a wrapped description, a spanning header) stays in the table as a row of its own.
+cell inside a run stays in the table as a row of its own (a group's title), unless it is set closer under
+the row above than the table's rows follow each other: then it is that row's cell wrapped under itself
+(`_join_wrapped`). The head is told by position and type (`_join_head`): the first rows, with no figure
+in them, a heading's leading apart, are one row.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from .columns import _wordy
 from .geometry import Row, gaps
 from .params import PARAMS, LayoutParams
 
@@ -87,9 +91,65 @@ def _build(rows: Sequence[Row], h: float, p: LayoutParams) -> Table | None:
         table_rows.append(texts)
     if sum(1 for u in used if u >= p.table_column_rows) < p.table_columns:
         return None
-    if not _has_table_evidence(table_rows, p):
+    if not _has_table_evidence(table_rows, p) or _form(table_rows, p):
         return None
-    return Table(table_rows)
+    centres = [(r.box[1] + r.box[3]) / 2 for r in rows]
+    return Table(_join_head(*_join_wrapped(table_rows, centres, p), h, p))
+
+
+def _join_head(cells: list[list[str]], centres: list[float], h: float, p: LayoutParams) -> list[list[str]]:
+    """The table's head, told by position and type: its first rows, at least two cells each and none of
+    them a figure, each at most `head_leading` line heights under the last, are one row (a heading
+    set over two lines: "Staff" over "costs"), where at least `head_figures` of the table's rows hold a
+    figure (a table all of words has no type to tell its head by)."""
+    body = [r for r in cells if any(c and not _wordy(c, p) for c in r)]
+    if len(body) < p.head_figures * len(cells):
+        return cells  # (no figures under it: a head is told from the body by type only over figures)
+    k = 0
+    while k + 1 < len(cells) and all(_head_row(cells[j], p) for j in (k, k + 1)) \
+            and centres[k + 1] - centres[k] <= p.head_leading * h:
+        k += 1
+    if k == 0:
+        return cells
+    head = [" ".join(c for c in col if c) for col in zip(*cells[:k + 1])]
+    return [head] + cells[k + 1:]
+
+
+def _head_row(cells: list[str], p: LayoutParams) -> bool:
+    filled = [c for c in cells if c]
+    return len(filled) >= 2 and all(_wordy(c, p) for c in filled)
+
+
+def _join_wrapped(cells: list[list[str]], centres: list[float],
+                  p: LayoutParams) -> tuple[list[list[str]], list[float]]:
+    """Rows of one filled cell set closer under the row above than the table's rows follow each other
+    (`wrap_pitch` of their median pitch, centre to centre): the cell above, of words, wrapped under
+    itself (a long name beside one row of figures); its text goes into that cell (a receipt's item
+    code over its name is no such cell). A group's title over its rows stands
+    a row's pitch away and stays a row."""
+    pitches = sorted(b - a for a, b in zip(centres, centres[1:]))
+    if not pitches:
+        return cells, centres
+    pitch = pitches[len(pitches) // 2]
+    out, kept = [list(cells[0])], [centres[0]]
+    for k in range(1, len(cells)):
+        filled = [j for j, c in enumerate(cells[k]) if c]
+        near = centres[k] - centres[k - 1] < p.wrap_pitch * pitch
+        if len(filled) == 1 and near and _wordy(out[-1][filled[0]], p) and sum(1 for c in out[-1] if c) >= 2:
+            j = filled[0]
+            out[-1][j] = f"{out[-1][j]} {cells[k][j]}"
+        else:
+            out.append(list(cells[k]))
+            kept.append(centres[k])
+    return out, kept
+
+
+def _form(rows: list[list[str]], p: LayoutParams) -> bool:
+    """Label/value rows, not a table: in at least `form_labels` of the rows the first cell is a label
+    (it ends with a colon), whatever the other cells hold (a form with two pairs a row, some values
+    empty: "DATE RECEIVED: | 04/12/1991 | CASE NO.: | 91-0417"). Each row is a line of its own."""
+    labelled = sum(1 for r in rows if r[0].rstrip().endswith(":"))
+    return labelled >= p.form_labels * len(rows)
 
 
 def _has_table_evidence(rows: list[list[str]], p: LayoutParams) -> bool:

@@ -105,7 +105,7 @@ RELIABILITY = [
              "            self.running = joining\n        else:\n            self.running.extend(joining)\n",
              ("tests/test_deepseek_continuous.py::test_pages_whose_step_raised_are_all_given_back_by_abandon",),
              "rows joining the running ones are in neither holder while they move"),
-    Mutation("recover-decoder-only", "ocrbatch/gpu/streaming.py",
+    Mutation("recover-decoder-only", "ocrbatch/pipeline/streaming.py",
              "        pages = self.worker.holding\n",
              "        pages = self.worker.holding if False else []\n",
              ("tests/test_faults.py::test_convert_with_continuous_decoding_keeps_every_page_once",),

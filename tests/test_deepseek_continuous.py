@@ -91,7 +91,7 @@ def test_rows_that_join_and_leave_get_the_tokens_of_a_single_page_generate(never
         # the six, four of them waiting prefilled while two decode (and p4's retry prefilled on its own).
         for rows, joins in ((3, {0: pages[:2], 2: pages[2:4], 6: pages[4:]}), (2, {0: pages})):
             decoder = engine.decoder()
-            assert isinstance(decoder, Decoder)  # the whole protocol gpu/streaming.py drives
+            assert isinstance(decoder, Decoder)  # the whole protocol pipeline/streaming.py drives
             got, widths = {}, []
             step = 0
             while step < 200 and (joins or not decoder.idle()):

@@ -8,7 +8,7 @@
     Runner        one per device: `load` there, `stage` a batch's inputs onto the device, `infer` it, `release`
                   what its pages held, report `stats` on its buffers and `device_facts`, `close`; an engine
                   that `streams` also gives a `decoder()` and turns the pages it finishes into `output`
-    Decoder       the iteration-level decoder of a streaming runner (gpu/streaming.py drives it)
+    Decoder       the iteration-level decoder of a streaming runner (pipeline/streaming.py drives it)
     Engine        one class playing both roles (every built-in engine): its front makes a new instance of the
                   class for each device (override `runner` to share what the front prepares into, e.g. a pool)
 
@@ -47,7 +47,7 @@ class Capabilities:
 @runtime_checkable
 class Decoder(Protocol):
     """Iteration-level decoding on one device: pages join and leave the running rows between steps. Made by
-    `Runner.decoder`, driven by gpu/streaming.py; the generated record of a page is the runner's own, handed back
+    `Runner.decoder`, driven by pipeline/streaming.py; the generated record of a page is the runner's own, handed back
     to `Runner.output`."""
 
     figures: "SlotFigures"  # how decoding used its rows (tokens kept, row-steps, prefills)

@@ -12,7 +12,7 @@ is recorded as failed and its neighbours still get their output. An out-of-memor
 device's batch-size cap (gpu/throughput.py), so later batches fit; each clean batch reports its time, tokens
 and memory to that controller, which may raise the cap while throughput gains (`--max-batch auto`). A runner
 that decodes continuously (Capabilities.streams: `Runner.decoder`) gets its pages streamed instead
-(gpu/streaming.py).
+(streaming.py).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import time
 from typing import Any, Callable, Sequence
 
 from ..engines.base import Runner
-from ..errors import EngineLoadError, OcrbatchError, error_line, is_out_of_memory
+from ..errors import EngineLoadError, OcrbatchError, error_line, forget_frames, is_out_of_memory
 from ..gpu.device import MemoryProbe
 from ..gpu.throughput import ThroughputController
 from ..records import Batch, PageImage, PageOutput, PageResult, Status
@@ -79,7 +79,7 @@ class InferWorker:
         batch, staging_s = self._take(take, block=True)
         decoder = self.engine.decoder() if batch is not None else None
         if decoder is not None:
-            from ..gpu.streaming import StreamRunner
+            from .streaming import StreamRunner
 
             StreamRunner(self, decoder).run(batch, take, busy, begin)
             self.ended = time.monotonic()
@@ -401,18 +401,6 @@ class Devices:
             if loaded:
                 runner.close()
         self.loaded = [False] * len(self.runners)
-
-
-def forget_frames(exc: BaseException) -> BaseException:
-    """`exc` without its traceback, nor those of the exceptions chained to it: the frames they hold (and the
-    tensors in them) can be freed. Returns `exc`."""
-    seen = set()
-    e: BaseException | None = exc
-    while e is not None and id(e) not in seen:
-        seen.add(id(e))
-        e.__traceback__ = None
-        e = e.__cause__ or e.__context__
-    return exc
 
 
 def _fail(pages: list[PageImage], exc: BaseException) -> None:

@@ -1,4 +1,4 @@
-"""Pages in and out of vLLM's running batch (the decoder gpu/streaming.py drives; static batches use it too).
+"""Pages in and out of vLLM's running batch (the decoder pipeline/streaming.py drives; static batches use it too).
 
     decoder.add(pages)          pages wait here, outside vLLM
     decoder.step(rows)          pages nobody wants any more are aborted in vLLM (answered `cancelled`); waiting

@@ -21,7 +21,7 @@ CONVERT = [
     Mutation("temp-name-full-length", "ocrbatch/atomic.py", "prefix=f\".{path.name[:TEMP_NAME_CHARS]}.\"",
              "prefix=f\".{path.name}.\"", (_R + "test_an_output_name_as_long_as_the_file_system_allows_is_written",),
              "a 242-255 byte output name cannot be written"),
-    Mutation("long-names-unshortened", "ocrbatch/pipeline/names.py",
+    Mutation("long-names-unshortened", "ocrbatch/records.py",
              "    if len(raw) + len(ext) <= name_max:\n        return key", "    return key",
              (_R + "test_a_name_too_long_for_the_file_system_is_shortened_with_a_hash_and_the_manifest_says_so",),
              "an output name over the file system's limit fails its page"),

@@ -18,7 +18,8 @@ from conftest import draw_page  # noqa: E402
 from ocrbatch.config import EngineOptions  # noqa: E402
 from ocrbatch.engines.base import Decoder  # noqa: E402
 from ocrbatch.engines.deepseek_ocr2.continuous import banned_per_row  # noqa: E402
-from ocrbatch.engines.deepseek_ocr2.engine import GUARD, RETRY_GUARD, DeepseekOcr2Engine  # noqa: E402
+from ocrbatch.engines.deepseek_ocr2.common import GUARD, RETRY_GUARD  # noqa: E402
+from ocrbatch.engines.deepseek_ocr2.engine import DeepseekOcr2Engine  # noqa: E402
 from ocrbatch.engines.deepseek_ocr2.ngram_guard import NgramGuard  # noqa: E402
 from tiny_deepseek import build  # noqa: E402
 from test_deepseek_ocr2 import page_image  # noqa: E402

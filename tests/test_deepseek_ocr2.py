@@ -25,7 +25,8 @@ from conftest import SHARED, draw_page, manifest, save_pdf  # noqa: E402
 from ocrbatch.cli import app  # noqa: E402
 from ocrbatch.config import EngineOptions  # noqa: E402
 from ocrbatch.engines.deepseek_ocr2.inputs import batch_inputs  # noqa: E402
-from ocrbatch.engines.deepseek_ocr2.engine import DeepseekOcr2Engine, _Generated, _rgb  # noqa: E402
+from ocrbatch.engines.deepseek_ocr2.common import Generated, rgb  # noqa: E402
+from ocrbatch.engines.deepseek_ocr2.engine import DeepseekOcr2Engine  # noqa: E402
 from ocrbatch.pipeline.infer import WARMUP_BATCHES, InferWorker  # noqa: E402
 from ocrbatch.records import Batch, Kind, PageImage, PageRef, Source  # noqa: E402
 from tiny_deepseek import build  # noqa: E402
@@ -133,7 +134,7 @@ def test_inputs_prepared_on_decode_threads_equal_the_processors(tiny, tmp_path):
     engine = DeepseekOcr2Engine(EngineOptions(model=str(tiny.model), max_new_tokens=1))
     engine.load("cpu")
     try:
-        expected = engine.processor(images=[_rgb(p.image) for p in pages], text=[engine.prompt] * len(pages),
+        expected = engine.processor(images=[rgb(p.image) for p in pages], text=[engine.prompt] * len(pages),
                                     return_tensors="pt", padding=True)
         for exact in (True, False):  # our own tiling and tables; the processor's output copied into the slots
             prepared = [engine.prepare(p) for p in pages]
@@ -203,7 +204,7 @@ def test_figures_the_model_marks_are_cropped_beside_the_page(tiny, tmp_path, mon
 
     def fixed_output(self, pages, guard):  # stands in for generation: what a real checkpoint would write
         ids = self.processor.tokenizer.encode(said, add_special_tokens=False)
-        return [_Generated(ids, ended=True) for _ in pages]
+        return [Generated(ids, ended=True) for _ in pages]
 
     monkeypatch.setattr(DeepseekOcr2Engine, "_generate", fixed_output)
     pdf = save_pdf(tmp_path / "in" / "doc.pdf", [draw_page("one", size=(600, 800))])

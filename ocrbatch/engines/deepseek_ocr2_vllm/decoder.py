@@ -25,7 +25,7 @@ from typing import Any, Sequence
 
 from ...gpu.throughput import SlotFigures
 from ...records import PageImage
-from ..deepseek_ocr2.engine import GUARD, RETRY_GUARD, _Generated
+from ..deepseek_ocr2.common import GUARD, RETRY_GUARD, Generated
 
 _IDS = itertools.count()
 
@@ -157,7 +157,7 @@ class VllmDecoder:
             ended = True  # a benchmark's page ends where it was told to
         info: dict[str, Any] = {"retried": True} if request.retry else {}
         logprobs, fired = _token_scores(completion, len(tokens))
-        return [(request.page, _Generated(tokens, ended, logprobs, fired), info)]
+        return [(request.page, Generated(tokens, ended, logprobs, fired), info)]
 
     def _drop_unwanted(self) -> list[tuple[PageImage, Any, dict[str, Any]]]:
         """Pages whose owner no longer waits for them (a stopped run): aborted in vLLM, answered `cancelled`."""

@@ -25,7 +25,7 @@ from conftest import SHARED, draw_page, manifest, save_pdf  # noqa: E402
 from ocrbatch.cli import app  # noqa: E402
 from ocrbatch.config import EngineOptions  # noqa: E402
 from ocrbatch.engines.deepseek_ocr2.inputs import batch_inputs  # noqa: E402
-from ocrbatch.engines.deepseek_ocr2.common import Generated, rgb  # noqa: E402
+from ocrbatch.engines.deepseek_ocr2.common import Generated, choose_dtype, rgb  # noqa: E402
 from ocrbatch.engines.deepseek_ocr2.engine import DeepseekOcr2Engine  # noqa: E402
 from ocrbatch.pipeline.infer import WARMUP_BATCHES, InferWorker  # noqa: E402
 from ocrbatch.records import Batch, Kind, PageImage, PageRef, Source  # noqa: E402
@@ -341,7 +341,7 @@ def test_precision_and_attention_follow_what_the_gpu_really_supports(bf16_native
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "flash_attn"
                         else real_find_spec(name, *a))
     engine = DeepseekOcr2Engine(EngineOptions(model=str(tmp_path)))
-    assert engine._choose_dtype(torch, "cuda:0") == dtype
+    assert choose_dtype(engine.options.dtype, "cuda:0") == dtype
     attention = engine._choose_attention("cuda:0", dtype)
     assert (attention != "sdpa") is flash
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from mutation_check import Mutation
 
-_C, _R = "tests/test_convert.py::", "tests/test_reliability.py::"
+_C, _R, _S = "tests/test_convert.py::", "tests/test_reliability.py::", "tests/test_shard.py::"
 
 CONVERT = [
     Mutation("names-newcomer-takes-owned", "ocrbatch/pipeline/names.py",
@@ -72,4 +72,27 @@ CONVERT = [
     Mutation("bench-torch-unchecked", "ocrbatch/cli.py", "            import torch  # noqa: F401",
              "            import json as torch  # noqa: F401", (_C + "test_bench_without_torch_says_what_to_install",),
              "bench without torch is an internal error (exit 1)"),
+    Mutation("shard-takes-all", "ocrbatch/pipeline/discover.py", "        if not in_shard(cand, shard):\n",
+             "        if False:\n", (_S + "test_three_parts_convert_what_one_run_does_each_page_once",),
+             "every part of a --shard fleet converts every file"),
+    Mutation("shard-hash-on-full-name", "ocrbatch/pipeline/discover.py",
+             "    return shard.takes(natural_key(cand.rel).as_posix())", "    return shard.takes(cand.rel.as_posix())",
+             (_S + "test_three_parts_convert_what_one_run_does_each_page_once",),
+             "two files that want one output name (report.pdf, report.png) land in two parts and overwrite it"),
+    Mutation("shard-takeover-removes-all", "ocrbatch/pipeline/lock.py",
+             "atomic.remove_temporaries(self.out_dir, token) if self.shard is None or token else 0",
+             "atomic.remove_temporaries(self.out_dir)",
+             (_S + "test_a_part_killed_with_kill_9_is_rerun_to_completion_and_the_others_are_untouched",),
+             "a part taking over a killed part's lock deletes the files the other parts are writing"),
+    Mutation("shard-ignores-whole-run", "ocrbatch/pipeline/lock.py",
+             "            self._folder_fd = _hold_shared(self.out_dir / NAME, self.out_dir)\n", "",
+             (_S + "test_a_part_and_a_whole_run_or_the_same_part_twice_exclude_each_other",),
+             "a part writes into a folder beside a run without --shard"),
+    Mutation("shard-splits-mixed", "ocrbatch/pipeline/lock.py", "                    self._check_splits()\n", "",
+             (_S + "test_a_part_and_a_whole_run_or_the_same_part_twice_exclude_each_other",),
+             "parts of a 3-way and a 4-way split write into one folder at once, converting pages twice"),
+    Mutation("manifests-of-others-unread", "ocrbatch/manifest.py",
+             "        others = [p for p in manifest_files(out_dir) if p != self.path] if out_dir.is_dir() else []",
+             "        others = []", (_S + "test_three_parts_convert_what_one_run_does_each_page_once",),
+             "after merge-manifests a part redoes every page"),
 ]

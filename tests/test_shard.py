@@ -168,6 +168,7 @@ def _hold(path: Path, how: int) -> int:
     (".ocrbatch.lock", fcntl.LOCK_EX, ["--shard", "1/3"]),  # a whole run writes: no part starts
     (".ocrbatch.lock", fcntl.LOCK_SH, []),  # a part writes: no whole run starts
     (".ocrbatch.shard-1-of-3.lock", fcntl.LOCK_EX, ["--shard", "1/3"]),  # the same part twice
+    (".ocrbatch.shard-3-of-4.lock", fcntl.LOCK_EX, ["--shard", "1/3"]),  # a part of another split: they overlap
 ])
 def test_a_part_and_a_whole_run_or_the_same_part_twice_exclude_each_other(mixed, tmp_path, held, how, args):
     out = tmp_path / "out"
@@ -177,7 +178,9 @@ def test_a_part_and_a_whole_run_or_the_same_part_twice_exclude_each_other(mixed,
     finally:
         os.close(fd)
     assert r.returncode == 6, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and str(out) in r.stderr
     assert not list(out.glob("manifest*"))
+    assert not (out / ".ocrbatch.shard-1-of-3.lock").exists() or held == ".ocrbatch.shard-1-of-3.lock"
 
 
 def test_two_parts_run_side_by_side(mixed, tmp_path):

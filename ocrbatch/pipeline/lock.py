@@ -50,12 +50,27 @@ class OutputLock:
         try:
             for _ in range(ATTEMPTS):
                 if self._try_acquire():
+                    self._check_splits()
                     return self
         except BaseException:
+            self.release()
             self._drop_folder()
             raise
         self._drop_folder()
         raise OutputLockedError(f"cannot lock {self.path}: other runs keep replacing it")
+
+    def _check_splits(self) -> None:
+        """A part refuses to run beside a part of another split (another N): their sets would overlap."""
+        if self.shard is None:
+            return
+        for path in self.out_dir.glob(".ocrbatch.shard-*-of-*.lock"):
+            if path.name.endswith(f"-of-{self.shard.count}.lock"):
+                continue
+            holder = _held_by(path)
+            if holder is not None:
+                raise OutputLockedError(f"a part of another split ({path.name[len('.ocrbatch.'):-len('.lock')]}, "
+                                        f"{holder}) is writing into {self.out_dir}: every machine must give the "
+                                        f"same N as --shard {self.shard.index}/{self.shard.count}")
 
     def _drop_folder(self) -> None:
         if self._folder_fd is not None:
@@ -139,6 +154,26 @@ def _read_owner(fd: int) -> tuple[int | None, str | None]:
         return (int(parts[0]) if parts else None), (parts[1] if len(parts) > 1 and parts[1].isalnum() else None)
     except (OSError, ValueError):
         return None, None
+
+
+def _held_by(path: Path) -> str | None:
+    """Who holds the flock on `path` ("pid N", or "another process"), or None when nobody does."""
+    try:
+        import fcntl
+
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except (ImportError, OSError):
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return None
+    except OSError as exc:
+        if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            return None
+        pid = _read_pid(fd)
+        return f"pid {pid}" if pid else "another process"
+    finally:
+        os.close(fd)
 
 
 def _hold_shared(path: Path, out_dir: Path) -> int | None:

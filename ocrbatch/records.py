@@ -156,13 +156,17 @@ class PageLines:
 
 @dataclass
 class PageOutput:
-    """What an engine returns for one page."""
+    """What an engine returns for one page. `tokens` and `confidence` are typed: the pipeline reads them (the
+    throughput controller, tokens/s); during the move to them an engine also keeps them in `info` ("tokens",
+    "confidence": its as_dict()), which is what the manifest, the page JSON and serve read today."""
 
     markdown: str
     status: Status = Status.OK
     attachments: list[Attachment] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)  # engine-specific facts for the manifest
     lines: PageLines | None = None  # None: the engine keeps no geometry (fake engines)
+    tokens: int | None = None  # tokens the engine generated for the page; None: it does not generate tokens
+    confidence: "Confidence | None" = None  # how sure the engine was; None: it does not say (or not typed yet)
 
 
 @dataclass

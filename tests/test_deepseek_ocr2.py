@@ -164,7 +164,7 @@ def test_the_engine_path_through_the_worker_allocates_nothing_after_warm_up(tiny
     def take(block: bool):  # the decode side, inline: prepare the next batch when the worker asks for it
         if len(seen) == batches:
             return None
-        seen.append(engine.stats()["allocations"])
+        seen.append(engine.stats().allocations)
         return Batch((engine.prepare(page),))
 
     worker = InferWorker(engine, results.append)
@@ -177,7 +177,7 @@ def test_the_engine_path_through_the_worker_allocates_nothing_after_warm_up(tiny
     assert figures.batches == batches and figures.allocations_after_warmup == 0
     # The pool's 4 pages' worth of slots, made at once (4 global + 4 × 6 crop), and 2 sets × 2 device buffers.
     assert figures.allocations == 32 and seen[WARMUP_BATCHES + 1:] == [32] * (batches - WARMUP_BATCHES - 1)
-    assert engine.stats()["slots"] == 28 and engine._prep.pool.in_use() == 0  # every slot came back
+    assert engine.stats().slots == 28 and engine._prep.pool.in_use() == 0  # every slot came back
     assert engine._prep.pool.dtype == torch.uint8  # 8-bit pixels in the host slots, normalised on the device
 
 

@@ -177,25 +177,25 @@ class InferWorker:
         self.pages += pages
         if self.batches >= WARMUP_BATCHES and not self._filled:
             stats = self.engine.stats()
-            self._filled = bool(stats.get("filled", True))
+            self._filled = stats.filled
             if self.warm_allocations is None or self._filled:
-                self.warm_allocations = stats.get("allocations")
+                self.warm_allocations = stats.allocations
         busy(spent)
 
     def figures(self) -> WorkerFigures:
         """The worker's figures now (read from other threads: a consistent-enough copy)."""
         stats = self.engine.stats()
-        allocations = stats.get("allocations")
+        allocations = stats.allocations
         warm = self.warm_allocations
         return WorkerFigures(
             device=self.device, batches=self.batches, pages=self.pages, busy_s=self.busy_s,
             wall_s=(self.ended or time.monotonic()) - self.started if self.started is not None else 0.0,
-            compute_s=self.compute_s, copy_s=float(stats.get("copy_s", 0.0)),
+            compute_s=self.compute_s, copy_s=stats.copy_s,
             cap=self.controller.cap if self.controller is not None else None, allocations=allocations,
             allocations_after_warmup=None if allocations is None or warm is None else allocations - warm,
             slot_efficiency=self.slots.efficiency if self.slots is not None else None,
             tokens=self.slots.useful if self.slots is not None else None,
-            kv_cache=stats.get("kv_cache_usage"), kv_cache_peak=stats.get("kv_cache_peak"))
+            kv_cache=stats.kv_cache_usage, kv_cache_peak=stats.kv_cache_peak)
 
     def run_batch(self, pages: Sequence[PageImage]) -> None:
         """Infer `pages`, splitting on failure; every page ends in exactly one result. Pages handed here
@@ -232,7 +232,7 @@ class InferWorker:
             outputs = [failure]
         elif self.controller is not None:
             used, free = self.memory.end() if self.memory is not None else (None, None)
-            tokens = sum(int(o.info.get("tokens", 1)) + 1 for o in outputs if isinstance(o, PageOutput))
+            tokens = sum((o.tokens if o.tokens is not None else 1) + 1 for o in outputs if isinstance(o, PageOutput))
             self.controller.on_batch_done(len(pages), time.perf_counter() - t0, tokens, used, free)
         per_page = (time.perf_counter() - t0) / len(pages)
         for page, out in zip(pages, outputs):

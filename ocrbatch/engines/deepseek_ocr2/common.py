@@ -99,10 +99,12 @@ def page_output(text: str, gen: Generated, page: PageImage, info: dict[str, Any]
     markdown, figures = to_markdown(text, page.image, page.ref.output, specials)
     if figures:
         info["figures"] = len(figures)
-    if gen.logprobs is not None:
-        info["confidence"] = confidence.tokens(gen.logprobs, gen.guard_fired).as_dict()
+    sure = confidence.tokens(gen.logprobs, gen.guard_fired) if gen.logprobs is not None else None
+    if sure is not None:
+        info["confidence"] = sure.as_dict()  # the manifest's copy (records.PageOutput)
     return PageOutput(markdown=markdown, status=Status.OK if gen.ended else Status.TRUNCATED,
-                      attachments=figures, info=info, lines=page_lines(text, page.image.size, specials))
+                      attachments=figures, info=info, lines=page_lines(text, page.image.size, specials),
+                      tokens=len(gen.tokens), confidence=sure)
 
 
 def rgb(image: Any) -> Any:

@@ -24,7 +24,7 @@ from typing import Any, Hashable, Sequence
 from ...config import EngineOptions, check
 from ...errors import EngineLoadError, error_line
 from ...records import PageImage, PageOutput
-from ..base import Capabilities, Decoder, Engine
+from ..base import Capabilities, Decoder, Engine, RunnerStats
 from .common import (GUARD, GUARD_EXEMPT, PROMPTS, RETRY_GUARD, Generated, check_options, choose_dtype, page_output,
                      prompt_tag, resolve_model, resolve_prompt, rgb)
 from .inputs import Tiling
@@ -210,12 +210,12 @@ class DeepseekOcr2Engine(Engine):
         if self._prep is not None:
             self._prep.pool.close()
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> RunnerStats:
         pool = self._prep.stats() if self._prep is not None else {}
         staging = self._staging.stats() if self._staging is not None else {}
-        return {"allocations": pool.get("allocations", 0) + staging.get("allocations", 0),
-                "copy_s": staging.get("copy_s", 0.0), "slots": pool.get("slots", 0),
-                "filled": pool.get("waits", 0) > 0, "pinned": bool(pool.get("pinned"))}
+        return RunnerStats(allocations=pool.get("allocations", 0) + staging.get("allocations", 0),
+                           copy_s=staging.get("copy_s", 0.0), slots=pool.get("slots", 0),
+                           filled=pool.get("waits", 0) > 0, pinned=bool(pool.get("pinned")))
 
     def infer(self, pages: Sequence[PageImage]) -> list[PageOutput | Exception]:
         """Pages that did not come through the pipeline (no `prepare`) are prepared here, and freed after. Pages

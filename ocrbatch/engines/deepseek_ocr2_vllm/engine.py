@@ -29,7 +29,7 @@ from typing import Any, Hashable, Sequence
 from ...config import EngineOptions
 from ...errors import EngineLoadError, UsageError, error_line
 from ...records import PageImage, PageOutput, Status
-from ..base import Capabilities, Decoder, Engine
+from ..base import Capabilities, Decoder, Engine, RunnerStats
 from ..deepseek_ocr2 import checkpoint
 from ..deepseek_ocr2.common import (GUARD_EXEMPT, PROMPTS, Generated, check_options, choose_dtype, page_output,
                                     prompt_tag, resolve_model, resolve_prompt, rgb)
@@ -290,8 +290,9 @@ class VllmDeepseekOcr2Engine(Engine):
 
         return VllmDecoder(self)
 
-    def stats(self) -> dict[str, Any]:
-        return self.cache.figures()
+    def stats(self) -> RunnerStats:
+        usage = self.cache.figures()
+        return RunnerStats(kv_cache_usage=usage.get("kv_cache_usage"), kv_cache_peak=usage.get("kv_cache_peak"))
 
     def close(self) -> None:
         llm, self.llm = self.llm, None

@@ -110,6 +110,9 @@ RELIABILITY = [
              "        pages = self.worker.holding if False else []\n",
              ("tests/test_faults.py::test_convert_with_continuous_decoding_keeps_every_page_once",),
              "after a failed decoding step the pages in hand are not rerun"),
+    Mutation("tokens-untyped", "ocrbatch/pipeline/infer.py", "(o.tokens if o.tokens is not None else 1) + 1", "2",
+             ("tests/test_infer.py::test_the_throughput_controller_counts_the_tokens_each_page_says_it_generated",),
+             "the throughput controller counts pages, not the tokens they took (tokens/s wrong, the cap mis-set)"),
     Mutation("load-error-unwrapped", "ocrbatch/pipeline/infer.py",
              "                except OcrbatchError:\n                    raise\n                except Exception as exc:"
              "  # noqa: BLE001 - whatever the engine raised, it cannot run: exit 5",

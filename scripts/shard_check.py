@@ -138,7 +138,8 @@ def main() -> int:
     procs[victim].send_signal(signal.SIGKILL)
     procs[victim].wait()
     before = keys(records(manifests[victim]))
-    print(f"part {victim}/{PARTS} ({len(share[victim])} pages) killed with SIGKILL after {time.monotonic() - t0:.1f} s, "
+    print(f"part {victim}/{PARTS} ({len(share[victim])} pages) killed with SIGKILL after "
+          f"{time.monotonic() - t0:.1f} s, "
           f"{len(before)} page(s) recorded")
     check(len(before) < len(share[victim]), "the kill landed before the part was done")
     codes = {i: p.wait(timeout=RUN_LIMIT_S) for i, p in procs.items() if i != victim}

@@ -48,7 +48,7 @@ class _Run:
         self.follow = follow
         self.writer = write.Writer(self.out, self.manifest, ident, self.outputs)
         self.found = discover.Discovery()
-        self.counter = count.PageCounter(config.inputs, config.pages, [self.out], config.shard)  # the total ahead of discovery
+        self.counter = count.PageCounter(config.inputs, config.pages, [self.out], config.shard)  # the total, ahead
         n_dec = 0 if config.ray else config.workers
         self.stats = Stats(workers={"decode": n_dec, "infer": len(service.device_names)})
         self.ledger = PageLedger()  # every page taken off `refs` gets exactly one record (ledger.py)

@@ -111,6 +111,11 @@ class PageImage:
     def size(self) -> tuple[int, int]:
         return self.image.size
 
+    @property
+    def priority(self) -> str:
+        """The lane the page came in: "interactive" or "bulk" (a page with no reply: bulk)."""
+        return self.reply.lane if self.reply is not None else "bulk"
+
 
 @dataclass(frozen=True)
 class Batch:

@@ -21,12 +21,12 @@ import gc
 import logging
 import threading
 import time
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 from ..engines.base import Runner
 from ..errors import EngineLoadError, OcrbatchError, error_line, forget_frames, is_out_of_memory
 from ..gpu.device import MemoryProbe
-from ..gpu.throughput import ThroughputController
+from ..gpu.throughput import SlotFigures, ThroughputController
 from ..records import Batch, PageImage, PageOutput, PageResult, Status
 from .lanes import Lanes
 from .stats import Stats, WorkerFigures
@@ -52,7 +52,7 @@ class InferWorker:
         self.emit = emit
         self.controller = controller
         self.memory = memory
-        self.slots: Any = None  # the engine's SlotFigures (continuous decoding: the decoder's)
+        self.slots: SlotFigures | None = None  # the engine's (continuous decoding: the decoder's)
         self.device = device
         self.busy_s = 0.0
         self.compute_s = 0.0

@@ -30,7 +30,7 @@ from ..errors import forget_frames, is_out_of_memory
 if TYPE_CHECKING:
     from ..engines.base import Decoder, Runner
     from ..gpu.device import MemoryProbe
-    from ..gpu.throughput import ThroughputController
+    from ..gpu.throughput import SlotFigures, ThroughputController
     from ..records import PageImage, PageOutput
 
 log = logging.getLogger("ocrbatch")
@@ -44,7 +44,7 @@ class Worker(Protocol):
     engine: "Runner"
     controller: "ThroughputController | None"
     memory: "MemoryProbe | None"
-    slots: Any
+    slots: "SlotFigures | None"
     compute_s: float
 
     @property

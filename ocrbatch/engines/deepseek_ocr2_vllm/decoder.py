@@ -179,4 +179,4 @@ class VllmDecoder:
 
 def _priority(page: PageImage) -> int:
     """vLLM's priority (lower first): interactive pages ahead of bulk ones."""
-    return 0 if page.reply is not None and getattr(page.reply, "lane", "bulk") == "interactive" else 1
+    return 0 if page.priority == "interactive" else 1

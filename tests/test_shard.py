@@ -204,3 +204,14 @@ def test_the_part_a_path_goes_to_never_changes():
     assert [i for i in range(1, 8) if Shard(i, 7).takes("report")] == [7]
     assert Shard(1, 3).takes("Scans/2024/A") == Shard(1, 3).takes("scans/2024/a")  # casefolded
     assert sum(Shard(i, 7).takes("x") for i in range(1, 8)) == 1
+
+
+def test_an_input_that_is_no_file_is_recorded_by_part_1_alone(mixed, tmp_path):
+    (mixed / "gone.pdf").symlink_to(tmp_path / "nowhere.pdf")  # a link to nothing, named like a document
+    out = tmp_path / "out"
+    codes = [run_cli("convert", str(mixed), "-o", str(out), "--engine", "fake", "--shard", f"{i}/{PARTS}").returncode
+             for i in range(1, PARTS + 1)]
+    assert codes == [3, 0, 0]  # part 1 records the failure (a partial run); the others do not see it
+    failed = [(i, r["error"]) for i in range(1, PARTS + 1) for r in records(part_manifest(out, i))
+              if r["status"] == "failed"]
+    assert len(failed) == 1 and failed[0][0] == 1 and "dangling symlink" in failed[0][1]

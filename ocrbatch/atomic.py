@@ -1,11 +1,12 @@
 """Files in the output folder: written whole or not at all, readable as the umask says, and the write errors
 that stop a run (disk full and its kind) told apart from those that fail one page.
 
-Every temporary file is named `.NAME.XXXXXXXX.tmp` beside its target, NAME cut to its first TEMP_NAME_CHARS
-characters, so that a target whose name is as long as the file system allows (255 bytes) still gets a temporary
-file whose name fits. A clean run leaves none; a run killed
-with `kill -9` may, and the next run into the folder removes them (`remove_temporaries`) when it takes over
-the dead run's lock.
+Every temporary file is named `.NAME.TOKEN.XXXXXXXX.tmp` beside its target, NAME cut to its first
+TEMP_NAME_CHARS characters, so that a target whose name is as long as the file system allows (255 bytes) still
+gets a temporary file whose name fits; TOKEN is this process's (RUN_TOKEN, also in its lock file). A clean run
+leaves none; a run killed with `kill -9` may, and the next run into the folder removes them
+(`remove_temporaries`) when it takes over the dead run's lock: all of them, or with --shard, where other parts
+may be writing into the folder meanwhile, only those with the dead run's token.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import secrets
 import tempfile
 import threading
 from pathlib import Path
@@ -20,6 +22,8 @@ from pathlib import Path
 # Errors every later write would hit too: the run stops (exit 7) instead of failing page after page.
 FATAL_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO})
 _TEMPORARY = re.compile(r"^\..+\.[A-Za-z0-9_]{8}\.tmp$")
+TOKEN_CHARS = 8  # hex digits of RUN_TOKEN
+RUN_TOKEN = secrets.token_hex(TOKEN_CHARS // 2)  # this process's: in its temporary files' names and its lock
 # At most 4 bytes a character in UTF-8: 1 + 4 * 40 + 14 bytes stays well under the usual 255-byte limit.
 TEMP_NAME_CHARS = 40
 
@@ -57,7 +61,8 @@ def _read_umask() -> int:
 
 def temporary(path: Path) -> tuple[int, str]:
     """A new temporary file beside `path` (fd, name), with the umask's mode, registered as in flight."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:TEMP_NAME_CHARS]}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:TEMP_NAME_CHARS]}.{RUN_TOKEN}.", suffix=".tmp",
+                               dir=path.parent)
     _in_flight.add(tmp)
     try:
         os.fchmod(fd, file_mode())
@@ -98,12 +103,14 @@ def remove_in_flight() -> None:
             pass
 
 
-def remove_temporaries(out_dir: Path) -> int:
-    """Remove temporary files a killed run left anywhere below `out_dir`; how many were removed."""
+def remove_temporaries(out_dir: Path, token: str | None = None) -> int:
+    """Remove temporary files a killed run left anywhere below `out_dir` (with `token`: only that run's); how
+    many were removed."""
     removed = 0
+    mark = None if token is None else f".{token}."
     for dirpath, _dirnames, filenames in os.walk(out_dir):
         for name in filenames:
-            if _TEMPORARY.match(name):
+            if _TEMPORARY.match(name) and (mark is None or mark in name[1:]):
                 try:
                     os.unlink(os.path.join(dirpath, name))
                     removed += 1

@@ -162,7 +162,7 @@ def convert(inputs: list[str] = typer.Argument(..., help="Files, folders, or - t
         return _run_convert(converter, inputs, o["output"], pages=o["pages"], force=o["force"], null=o["null"],
                             as_json=o["json"], quiet=o["quiet"], progress=not o["no_progress"],
                             log_every=o["log_every"], metrics_file=o["metrics_file"], verbose=o["verbose"],
-                            formats=o["format"], join=o["join"], review_below=o["review_below"])
+                            formats=o["format"], join=o["join"], review_below=o["review_below"], shard=o["shard"])
 
     _exit_with(convert_all, o["verbose"], as_json=o["json"], output=o["output"])
 
@@ -201,7 +201,7 @@ def _print_error_json(code: int, error: str, output: Path | None) -> None:
 def _run_convert(converter, inputs: list[str], output: Path, *, pages: str | None, force: bool, null: bool,
                  as_json: bool, quiet: bool, progress: bool, log_every: float, metrics_file: Path | None,
                  verbose: int = 0, formats: str = "md", join: bool = False,
-                 review_below: float | None = None) -> ExitCode:
+                 review_below: float | None = None, shard: str | None = None) -> ExitCode:
     from .pipeline.signals import catch_stop_signals
     from .ui.reporter import stderr_is_terminal
 
@@ -212,7 +212,8 @@ def _run_convert(converter, inputs: list[str], output: Path, *, pages: str | Non
         with converter, reporter, catch_stop_signals():  # SIGINT/SIGTERM: stop taking pages, end with a summary
             summary = converter.convert(inputs, work, pages=pages, force=force, null_separated=null,
                                         stdin=sys.stdin if "-" in inputs else None, watch=reporter.watch,
-                                        formats=formats, join=join, review_below=review_below, follow=follow)
+                                        formats=formats, join=join, review_below=review_below, follow=follow,
+                                        shard=shard)
             if to_stdout:
                 summary.output = "-"
             reporter.finish(summary)
@@ -339,6 +340,25 @@ def serve(*, options: dict[str, Any]) -> None:
         return serve_main(_converter_options(o), serve_config, verbose=o["verbose"], quiet=o["quiet"])
 
     _exit_with(run_server, o["verbose"])
+
+
+@app.command("merge-manifests")
+def merge_manifests(output: Path = typer.Argument(..., help="The output folder that the parts (--shard I/N) "
+                                                            "wrote into."),
+                    quiet: bool = typer.Option(False, "-q", "--quiet", help="Print only errors.")) -> None:
+    """Fold the parts' manifests (manifest.shard-I-of-N.jsonl, written by convert --shard) into
+    OUT/manifest.jsonl: one view of the folder. Refused (exit 6) while any run writes into OUT."""
+    _setup_logging(quiet, 0)
+
+    def run_merge() -> int:
+        from .pipeline.merge import merge_manifests as merge
+
+        records, files = merge(output)
+        if not quiet:
+            typer.echo(f"merged {files} manifest file(s) into {output / 'manifest.jsonl'}: {records} record(s)")
+        return ExitCode.OK
+
+    _exit_with(run_merge, 0)
 
 
 @app.command()

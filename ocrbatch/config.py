@@ -20,6 +20,7 @@ The configuration objects built from the values are frozen, typed and validated 
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from dataclasses import dataclass, field, fields
@@ -57,6 +58,49 @@ class PageSelection:
             last = page_count if end is None else min(end, page_count)
             chosen.update(range(start, last + 1))
         return sorted(chosen)
+
+
+@dataclass(frozen=True)
+class Shard:
+    """--shard I/N: this run converts the I-th (1-based) of N disjoint parts of its inputs, so that N machines
+    (cron jobs, no Ray) can share one input folder and one output folder. A source belongs to the part that a
+    stable hash of its output stem picks: its path relative to its input root as given (a folder's files
+    relative to the folder; a file named on the command line, or listed on stdin, as pipeline/discover.py
+    mirrors it), less the extension, casefolded. So `scans/a.pdf` goes to the same part on every machine and
+    every run, whatever the machine's mount point, and files that would compete for one output name
+    (`report.pdf`, `report.png`) are in one part, told apart as in one run. Each part keeps its own lock and
+    manifest (pipeline/lock.py, manifest.py: `manifest.shard-I-of-N.jsonl`)."""
+
+    index: int  # 1..count
+    count: int
+
+    @classmethod
+    def parse(cls, text: str) -> "Shard":
+        m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
+        if not m:
+            raise UsageError(f"--shard {text}: use I/N, e.g. 1/3 (the first of three parts)")
+        index, count = int(m.group(1)), int(m.group(2))
+        if count < 1 or not 1 <= index <= count:
+            raise UsageError(f"--shard {text}: I must be between 1 and N (parts count from 1), N at least 1")
+        return cls(index, count)
+
+    @property
+    def name(self) -> str:
+        """`shard-I-of-N`: in this part's lock and manifest file names."""
+        return f"shard-{self.index}-of-{self.count}"
+
+    def takes(self, stem: str) -> bool:
+        """Whether the source whose output stem (relative path less extension) is `stem` is in this part."""
+        digest = hashlib.sha256(stem.casefold().encode("utf-8", "surrogateescape")).digest()
+        return int.from_bytes(digest[:8], "big") % self.count == self.index - 1
+
+
+def _shard_problem(text: str) -> str | None:
+    try:
+        Shard.parse(text)
+    except UsageError as exc:
+        return str(exc).split(": ", 1)[-1]
+    return None
 
 
 RUN, SERVE, ENGINE = "run", "serve", "engine"
@@ -235,6 +279,11 @@ OPTIONS: tuple[Option, ...] = (
            frozenset({ENGINE}), least=0),
     # -- a run -------------------------------------------------------------------------------------------
     Option("pages", "text", None, "Pages to convert, e.g. 1-3,7,10- .", frozenset({RUN}), check=_pages_problem),
+    Option("shard", "text", None, "Convert only part I of N of the inputs (e.g. 1/3), for N machines sharing one "
+           "input and one output folder without Ray: a hash of each file's path relative to its input root picks "
+           "its part; each part has its own lock and manifest (manifest.shard-I-of-N.jsonl; `ocrbatch "
+           "merge-manifests OUT` folds them into manifest.jsonl). Every machine must give the same N. Refused "
+           "with --ray.", frozenset({RUN}), check=_shard_problem, metavar="I/N"),
     Option("force", "switch", False, "Redo pages an earlier run already finished.", frozenset({RUN})),
     Option("null", "switch", False, "Paths on stdin are NUL-separated (find -print0).", frozenset({RUN}),
            short=("-0",)),
@@ -398,6 +447,7 @@ class RunConfig:
     max_wait_ms: int = _default("max_wait_ms")
     workers: int = field(default_factory=default_workers)
     pages: PageSelection | None = None
+    shard: Shard | None = None  # --shard I/N: only this part of the sources (its own lock and manifest)
     force: bool = False
     null_separated: bool = False  # `-` reads NUL-separated paths (find -print0)
     text_layer: str = _default("text_layer")  # auto (use it when usable), off (always OCR), only (never OCR)
@@ -418,10 +468,13 @@ class RunConfig:
         if not self.inputs:
             raise UsageError("no inputs given")
         parse_formats(self.formats)
-        for part in (self, self.engine_options):  # every field that is an option (pages: parsed already)
-            check({f.name: getattr(part, f.name) for f in fields(part) if f.name != "pages"})
+        for part in (self, self.engine_options):  # every field that is an option (pages, shard: parsed already)
+            check({f.name: getattr(part, f.name) for f in fields(part) if f.name not in ("pages", "shard")})
         if self.ray_workers is not None and not self.ray:
             raise UsageError("--ray-workers needs --ray")
+        if self.shard is not None and self.ray:
+            raise UsageError("--shard splits the inputs among machines without Ray; with --ray the cluster "
+                             "shares the work itself: leave one of them out")
 
     @property
     def max_wait_s(self) -> float:
@@ -435,9 +488,11 @@ class RunConfig:
         own = {f.name for f in fields(EngineOptions)}
         engine = EngineOptions(**{k: values.pop(k) for k in list(values) if k in own})
         pages = values.pop("pages", None)
+        shard = values.pop("shard", None)
         return cls(inputs=tuple(inputs), output=output, engine_options=engine, max_batch=start, max_batch_auto=auto,
                    workers=values.pop("workers", None) or default_workers(),
-                   pages=PageSelection.parse(pages) if isinstance(pages, str) else pages, **values)
+                   pages=PageSelection.parse(pages) if isinstance(pages, str) else pages,
+                   shard=Shard.parse(shard) if isinstance(shard, str) else shard, **values)
 
     @property
     def service(self) -> ServiceConfig:

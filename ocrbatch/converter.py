@@ -21,8 +21,9 @@ Public API (everything a server needs; names are stable):
   engine's own checks now without loading it (a server's start); `loaded` says whether every device is
   ready (a server's readiness).
 - `convert(inputs, output, *, pages=None, force=False, null_separated=False, stdin=None, watch=None,
-  formats="md", join=False, review_below=None, follow=None) -> Summary`: the CLI's run (`formats="md,json"`,
-  `join` and `review_below` as --format, --join and --review-below; `follow`, as pipeline/run.py says: how
+  formats="md", join=False, review_below=None, follow=None, shard=None) -> Summary`: the CLI's run
+  (`formats="md,json"`, `join`, `review_below` and `shard` ("1/3") as --format, --join, --review-below and
+  --shard; `follow`, as pipeline/run.py says: how
   `-o -` prints pages as they finish): the same files, manifest, resume and `summary.exit_code`; raises
   NoInputsError, UsageError, EngineLoadError, OutputLockedError as the CLI would exit 4, 2, 5, 6; a run
   that a full disk stopped returns its summary with `stopped_by` set (exit code 7). Its pages go in the
@@ -61,7 +62,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from pathlib import Path, PurePosixPath
 from typing import IO, Any, Iterable, Iterator, Mapping
 
-from .config import ENGINE, PageSelection, RunConfig, env_values, options_help, parse_formats, settle
+from .config import ENGINE, PageSelection, RunConfig, Shard, env_values, options_help, parse_formats, settle
 from .errors import UsageError
 from .records import Kind, PageImage, PageRef, PageResult, Source, Status
 from .pipeline import decode, discover
@@ -160,11 +161,13 @@ class Converter:
     def convert(self, inputs: str | os.PathLike | Iterable[str | os.PathLike], output: str | os.PathLike, *,
                 pages: str | PageSelection | None = None, force: bool = False, null_separated: bool = False,
                 stdin: IO[str] | None = None, watch: Watch | None = None, formats: str | Iterable[str] = "md",
-                join: bool = False, review_below: float | None = None, follow: Any = None) -> Summary:
+                join: bool = False, review_below: float | None = None, follow: Any = None,
+                shard: str | Shard | None = None) -> Summary:
         config = dataclasses.replace(self._template, inputs=_names(inputs), output=Path(output),
                                      pages=_selection(pages), force=force, null_separated=null_separated,
                                      formats=parse_formats(formats if isinstance(formats, str) else tuple(formats)),
-                                     join=join, review_below=review_below)
+                                     join=join, review_below=review_below,
+                                     shard=Shard.parse(shard) if isinstance(shard, str) else shard)
         if config.ray:  # engines live on the cluster's actors, made for each run
             return run(config, stdin=stdin, watch=watch, follow=follow)
         return run(config, stdin=stdin, watch=watch, service=self._svc, follow=follow)

@@ -101,7 +101,7 @@ def check_flash_attn() -> Finding:
 
 
 def check_quantize() -> Finding:
-    from .engines.deepseek_ocr2.engine import quantize_support
+    from .engines.deepseek_ocr2.loading import quantize_support
 
     support = quantize_support()
     ready = [m for m, why in support.items() if why is None]
@@ -212,7 +212,7 @@ def check_engines(torch_found: Finding) -> list[Finding]:
 
 def hub_cache() -> Path:
     try:
-        from .engines.deepseek_ocr2.engine import hub_cache as engine_hub_cache
+        from .engines.deepseek_ocr2.common import hub_cache as engine_hub_cache
     except ImportError:
         engine_hub_cache = None
     if engine_hub_cache is not None:
@@ -222,7 +222,7 @@ def hub_cache() -> Path:
 
 def model_ids() -> list[str]:
     """The default DeepSeek-OCR-2 weights in transformers format, as the engine names them."""
-    from .engines.deepseek_ocr2.engine import HUB_ID  # torch-free at import time
+    from .engines.deepseek_ocr2.common import HUB_ID  # torch-free at import time
 
     return [HUB_ID]
 

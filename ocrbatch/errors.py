@@ -103,3 +103,15 @@ def is_out_of_memory(exc: BaseException) -> bool:
     if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":
         return True
     return "out of memory" in str(exc).lower()
+
+
+def forget_frames(exc: BaseException) -> BaseException:
+    """`exc` without its traceback, nor those of the exceptions chained to it: the frames they hold (and the
+    tensors in them) can be freed. Returns `exc`."""
+    seen = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        e.__traceback__ = None
+        e = e.__cause__ or e.__context__
+    return exc

@@ -10,6 +10,11 @@ An output name belongs to the source whose record names it (the latest such reco
 disagree): discovery gives a source the names it holds and never gives them to another one, and a page is done
 only while the name it was written under is still its source's.
 
+With --shard I/N each part writes its own `OUT/manifest.shard-I-of-N.jsonl` (`shard_name`), the same way; every
+run also reads the folder's other manifests (read only), so that resume and output names see what the other
+parts, or runs without --shard, did: of two records of one page, the one finished last counts. `merge` folds them
+all into manifest.jsonl (`ocrbatch merge-manifests OUT`, while no run writes into the folder).
+
 File names that are not valid UTF-8 keep their undecodable bytes as surrogate escapes (Python's
 `surrogateescape`), written as `\\udcXX` JSON escapes: `os.fsencode(record["source"])` gives the name's bytes.
 """
@@ -31,6 +36,7 @@ from .records import Kind, PageRef, PageResult, Source, Status, page_output
 log = logging.getLogger("ocrbatch")
 
 NAME = "manifest.jsonl"
+SHARDS = "manifest.shard-*-of-*.jsonl"  # the parts' manifests (--shard), as a glob
 DONE = {Status.OK.value, Status.TRUNCATED.value, Status.SKIPPED.value}
 # What a PDF page's output depends on beside the engine (--dpi, --text-layer); records written before these
 # were recorded are taken to have been made with the defaults.
@@ -107,19 +113,79 @@ def read_records(path: Path, *, warn: bool = False) -> Iterator[dict[str, Any]]:
                     "their pages will be redone", path, malformed)
 
 
+def shard_name(shard: str) -> str:
+    """The manifest of part `shard` (config.Shard.name: shard-I-of-N)."""
+    return f"manifest.{shard}.jsonl"
+
+
+def manifest_files(out_dir: Path) -> list[Path]:
+    """Every manifest in `out_dir`: manifest.jsonl (if there), then the parts', in name order."""
+    main = out_dir / NAME
+    return ([main] if main.is_file() else []) + sorted(out_dir.glob(SHARDS))
+
+
+def latest_records(paths: list[Path], warn: bool = False) -> dict[tuple[str, int], str]:
+    """The latest record of each page in `paths` (as its JSON line): within a file the last one, across files
+    the one finished last (the later file's on a tie)."""
+    latest: dict[tuple[str, int], str] = {}
+    for path in paths:
+        mine: dict[tuple[str, int], str] = {}
+        for rec in read_records(path, warn=warn):
+            mine[_key(rec["source"], rec.get("page"))] = dumps(rec)
+        if not latest:
+            latest = mine
+            continue
+        for key, line in mine.items():
+            earlier = latest.get(key)
+            if earlier is None or _finished(line) >= _finished(earlier):
+                latest[key] = line
+    return latest
+
+
+def _finished(line: str) -> str:
+    return json.loads(line).get("finished_at") or ""
+
+
+def merge(out_dir: Path) -> tuple[int, int]:
+    """Fold every manifest of `out_dir` into manifest.jsonl (atomically) and remove the parts' files; (records
+    written, files read). The caller holds the folder's lock."""
+    paths = manifest_files(out_dir)
+    latest = latest_records(paths, warn=True)
+    target = out_dir / NAME
+    if latest:
+        _rewrite(target, latest)
+    for path in paths:
+        if path != target:
+            path.unlink(missing_ok=True)
+    return len(latest), len(paths)
+
+
+def _rewrite(path: Path, latest: dict[tuple[str, int], str]) -> None:
+    fd, tmp = atomic.temporary(path)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            for key in sorted(latest):
+                fh.write(latest[key].encode("utf-8") + b"\n")
+        atomic.finish(tmp, path)
+    except BaseException:
+        atomic.discard(tmp)
+        raise
+
+
 class Manifest:
     """`pdf_options`: what a PDF page's output depends on beside the engine ({"dpi", "text_layer"}), recorded
-    with each PDF page and compared on resume; None: neither recorded nor compared."""
+    with each PDF page and compared on resume; None: neither recorded nor compared. `name`: the file this run
+    writes (a part's: shard_name); the folder's other manifests are read too."""
 
-    def __init__(self, out_dir: Path, engine_identity: str, pdf_options: dict[str, Any] | None = None) -> None:
-        self.path = out_dir / NAME
+    def __init__(self, out_dir: Path, engine_identity: str, pdf_options: dict[str, Any] | None = None,
+                 name: str = NAME) -> None:
+        self.path = out_dir / name
         self.out_dir = out_dir
         self.engine_identity = engine_identity
         self.pdf_options = pdf_options
         # The latest record per page, kept as its JSON line: a third of the memory of the dict.
-        self._latest: dict[tuple[str, int], str] = {}
-        for rec in read_records(self.path, warn=True):
-            self._latest[_key(rec["source"], rec.get("page"))] = dumps(rec)
+        others = [p for p in manifest_files(out_dir) if p != self.path] if out_dir.is_dir() else []
+        self._latest: dict[tuple[str, int], str] = latest_records(others + [self.path], warn=True)
         # Who holds each output name (output_names), and when it was written: the latest writer wins.
         self._holders: dict[str, tuple[str, str]] = {}  # name → (finished_at, source)
         self._held: dict[str, set[str]] = {}  # source → the output files its records name (casefolded)
@@ -281,16 +347,9 @@ class Manifest:
             latest[_key(rec["source"], rec.get("page"))] = dumps(rec)
         if not latest:
             return
-        tmp = None
         try:
-            fd, tmp = atomic.temporary(self.path)
-            with os.fdopen(fd, "wb") as fh:
-                for key in sorted(latest):
-                    fh.write(latest[key].encode("utf-8") + b"\n")
-            atomic.finish(tmp, self.path)
+            _rewrite(self.path, latest)
         except OSError as exc:
-            if tmp is not None:
-                atomic.discard(tmp)
             if atomic.is_fatal(exc):
                 raise OutputWriteError(f"cannot rewrite {self.path} at the end of the run: {exc.strerror or exc}; "
                                        "it keeps whole lines, several for pages done more than once (pages done "

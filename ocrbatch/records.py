@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import enum
+import hashlib
+import os
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Hashable
@@ -34,6 +36,29 @@ def page_output(key: PurePosixPath, multipage: bool, page: int) -> PurePosixPath
     if multipage:
         return key / f"page-{page:04d}.md"
     return key.with_name(key.name + ".md")
+
+
+NAME_MAX = 255  # bytes in one file name, on most file systems (pipeline/run.py asks the output's)
+HASH_CHARS = 12  # hex digits of the hash that ends a shortened name
+
+
+def fit_key(key: PurePosixPath, multipage: bool, name_max: int = NAME_MAX) -> PurePosixPath:
+    """`key` itself, or, when a file it names would be over `name_max` bytes, its last part cut short and ended
+    with `~` and a hash of the whole key (the same key always gives the same name)."""
+    ext = b"" if multipage else b".md"
+    raw = os.fsencode(key.name)
+    if len(raw) + len(ext) <= name_max:
+        return key
+    tag = "~" + hashlib.sha256(os.fsencode(key.as_posix())).hexdigest()[:HASH_CHARS]
+    cut = raw[:max(1, name_max - len(ext) - len(tag))]
+    for end in range(len(cut), max(0, len(cut) - 4), -1):  # end on a whole character, if the name is UTF-8
+        try:
+            cut[:end].decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        cut = cut[:end]
+        break
+    return key.with_name(os.fsdecode(cut) + tag)
 
 
 @dataclass(frozen=True)
@@ -86,6 +111,11 @@ class PageImage:
     def size(self) -> tuple[int, int]:
         return self.image.size
 
+    @property
+    def priority(self) -> str:
+        """The lane the page came in: "interactive" or "bulk" (a page with no reply: bulk)."""
+        return self.reply.lane if self.reply is not None else "bulk"
+
 
 @dataclass(frozen=True)
 class Batch:
@@ -131,13 +161,17 @@ class PageLines:
 
 @dataclass
 class PageOutput:
-    """What an engine returns for one page."""
+    """What an engine returns for one page. `tokens` and `confidence` are typed: the pipeline reads them (the
+    throughput controller, tokens/s); during the move to them an engine also keeps them in `info` ("tokens",
+    "confidence": its as_dict()), which is what the manifest, the page JSON and serve read today."""
 
     markdown: str
     status: Status = Status.OK
     attachments: list[Attachment] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)  # engine-specific facts for the manifest
     lines: PageLines | None = None  # None: the engine keeps no geometry (fake engines)
+    tokens: int | None = None  # tokens the engine generated for the page; None: it does not generate tokens
+    confidence: "Confidence | None" = None  # how sure the engine was; None: it does not say (or not typed yet)
 
 
 @dataclass

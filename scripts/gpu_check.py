@@ -166,7 +166,8 @@ def step_mixed_batch(tiny: Path, pages, device: str, dtype: str, max_new: int, l
     mixed crop counts and of continuous decoding with rows joining, against each page alone: how many rows
     are identical, and where the others first diverge (bf16 kernels may round differently by batch size)."""
     from ocrbatch.config import EngineOptions
-    from ocrbatch.engines.deepseek_ocr2.engine import GUARD, DeepseekOcr2Engine
+    from ocrbatch.engines.deepseek_ocr2.common import GUARD
+    from ocrbatch.engines.deepseek_ocr2.engine import DeepseekOcr2Engine
     from ocrbatch.engines.deepseek_ocr2.inputs import unstage
 
     engine = DeepseekOcr2Engine(EngineOptions(model=str(tiny), dtype=dtype, max_new_tokens=max_new,
@@ -227,7 +228,8 @@ def step_real_size(work: Path, pages, device: str, max_new: int, budget: float, 
     import torch
 
     from ocrbatch.config import EngineOptions
-    from ocrbatch.engines.deepseek_ocr2.engine import GUARD, DeepseekOcr2Engine
+    from ocrbatch.engines.deepseek_ocr2.common import GUARD
+    from ocrbatch.engines.deepseek_ocr2.engine import DeepseekOcr2Engine
     from ocrbatch.engines.deepseek_ocr2.synthetic import build
 
     folder = work / "real-size"

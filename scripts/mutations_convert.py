@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from mutation_check import Mutation
 
-_C, _R = "tests/test_convert.py::", "tests/test_reliability.py::"
+_C, _R, _S = "tests/test_convert.py::", "tests/test_reliability.py::", "tests/test_shard.py::"
 _D = "tests/test_docs.py::"
 
 CONVERT = [
@@ -19,10 +19,11 @@ CONVERT = [
              "            if earlier is None or earlier[1] == source:",
              (_C + "test_resume_redoes_a_page_whose_file_another_source_wrote_over",),
              "a page is skipped while its file holds the text of the source that wrote it last"),
-    Mutation("temp-name-full-length", "ocrbatch/atomic.py", "prefix=f\".{path.name[:TEMP_NAME_CHARS]}.\"",
-             "prefix=f\".{path.name}.\"", (_R + "test_an_output_name_as_long_as_the_file_system_allows_is_written",),
+    Mutation("temp-name-full-length", "ocrbatch/atomic.py",
+             "prefix=f\".{path.name[:TEMP_NAME_CHARS]}.{RUN_TOKEN}.\"", "prefix=f\".{path.name}.{RUN_TOKEN}.\"",
+             (_R + "test_an_output_name_as_long_as_the_file_system_allows_is_written",),
              "a 242-255 byte output name cannot be written"),
-    Mutation("long-names-unshortened", "ocrbatch/pipeline/names.py",
+    Mutation("long-names-unshortened", "ocrbatch/records.py",
              "    if len(raw) + len(ext) <= name_max:\n        return key", "    return key",
              (_R + "test_a_name_too_long_for_the_file_system_is_shortened_with_a_hash_and_the_manifest_says_so",),
              "an output name over the file system's limit fails its page"),
@@ -88,4 +89,30 @@ CONVERT = [
              "autocompletion=_completion(option.choices) if option.choices else None)", "autocompletion=None)",
              (_D + "test_shell_completion_offers_commands_and_an_options_values",),
              "shell completion offers no values for --text-layer, --model-size, ..."),
+    Mutation("shard-takes-all", "ocrbatch/pipeline/discover.py", "        if not in_shard(cand, shard):\n",
+             "        if False:\n", (_S + "test_three_parts_convert_what_one_run_does_each_page_once",),
+             "every part of a --shard fleet converts every file"),
+    Mutation("shard-hash-on-full-name", "ocrbatch/pipeline/discover.py",
+             "    return shard.takes(natural_key(cand.rel).as_posix())", "    return shard.takes(cand.rel.as_posix())",
+             (_S + "test_three_parts_convert_what_one_run_does_each_page_once",),
+             "two files that want one output name (report.pdf, report.png) land in two parts and overwrite it"),
+    Mutation("shard-failures-everywhere", "ocrbatch/pipeline/discover.py", "        return shard.index == 1\n",
+             "        return True\n", (_S + "test_an_input_that_is_no_file_is_recorded_by_part_1_alone",),
+             "every part records the same failed input: N failures for one, every part exits 3"),
+    Mutation("shard-takeover-removes-all", "ocrbatch/pipeline/lock.py",
+             "atomic.remove_temporaries(self.out_dir, token) if self.shard is None or token else 0",
+             "atomic.remove_temporaries(self.out_dir)",
+             (_S + "test_a_part_killed_with_kill_9_is_rerun_to_completion_and_the_others_are_untouched",),
+             "a part taking over a killed part's lock deletes the files the other parts are writing"),
+    Mutation("shard-ignores-whole-run", "ocrbatch/pipeline/lock.py",
+             "            self._folder_fd = _hold_shared(self.out_dir / NAME, self.out_dir)\n", "",
+             (_S + "test_a_part_and_a_whole_run_or_the_same_part_twice_exclude_each_other",),
+             "a part writes into a folder beside a run without --shard"),
+    Mutation("shard-splits-mixed", "ocrbatch/pipeline/lock.py", "                    self._check_splits()\n", "",
+             (_S + "test_a_part_and_a_whole_run_or_the_same_part_twice_exclude_each_other",),
+             "parts of a 3-way and a 4-way split write into one folder at once, converting pages twice"),
+    Mutation("manifests-of-others-unread", "ocrbatch/manifest.py",
+             "        others = [p for p in manifest_files(out_dir) if p != self.path] if out_dir.is_dir() else []",
+             "        others = []", (_S + "test_three_parts_convert_what_one_run_does_each_page_once",),
+             "after merge-manifests a part redoes every page"),
 ]

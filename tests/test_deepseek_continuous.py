@@ -18,7 +18,8 @@ from conftest import draw_page  # noqa: E402
 from ocrbatch.config import EngineOptions  # noqa: E402
 from ocrbatch.engines.base import Decoder  # noqa: E402
 from ocrbatch.engines.deepseek_ocr2.continuous import banned_per_row  # noqa: E402
-from ocrbatch.engines.deepseek_ocr2.engine import GUARD, RETRY_GUARD, DeepseekOcr2Engine  # noqa: E402
+from ocrbatch.engines.deepseek_ocr2.common import GUARD, RETRY_GUARD  # noqa: E402
+from ocrbatch.engines.deepseek_ocr2.engine import DeepseekOcr2Engine  # noqa: E402
 from ocrbatch.engines.deepseek_ocr2.ngram_guard import NgramGuard  # noqa: E402
 from tiny_deepseek import build  # noqa: E402
 from test_deepseek_ocr2 import page_image  # noqa: E402
@@ -91,7 +92,7 @@ def test_rows_that_join_and_leave_get_the_tokens_of_a_single_page_generate(never
         # the six, four of them waiting prefilled while two decode (and p4's retry prefilled on its own).
         for rows, joins in ((3, {0: pages[:2], 2: pages[2:4], 6: pages[4:]}), (2, {0: pages})):
             decoder = engine.decoder()
-            assert isinstance(decoder, Decoder)  # the whole protocol gpu/streaming.py drives
+            assert isinstance(decoder, Decoder)  # the whole protocol pipeline/streaming.py drives
             got, widths = {}, []
             step = 0
             while step < 200 and (joins or not decoder.idle()):

@@ -25,7 +25,8 @@ from conftest import SHARED, draw_page, manifest, save_pdf  # noqa: E402
 from ocrbatch.cli import app  # noqa: E402
 from ocrbatch.config import EngineOptions  # noqa: E402
 from ocrbatch.engines.deepseek_ocr2.inputs import batch_inputs  # noqa: E402
-from ocrbatch.engines.deepseek_ocr2.engine import DeepseekOcr2Engine, _Generated, _rgb  # noqa: E402
+from ocrbatch.engines.deepseek_ocr2.common import Generated, choose_dtype, rgb  # noqa: E402
+from ocrbatch.engines.deepseek_ocr2.engine import DeepseekOcr2Engine  # noqa: E402
 from ocrbatch.pipeline.infer import WARMUP_BATCHES, InferWorker  # noqa: E402
 from ocrbatch.records import Batch, Kind, PageImage, PageRef, Source  # noqa: E402
 from tiny_deepseek import build  # noqa: E402
@@ -133,7 +134,7 @@ def test_inputs_prepared_on_decode_threads_equal_the_processors(tiny, tmp_path):
     engine = DeepseekOcr2Engine(EngineOptions(model=str(tiny.model), max_new_tokens=1))
     engine.load("cpu")
     try:
-        expected = engine.processor(images=[_rgb(p.image) for p in pages], text=[engine.prompt] * len(pages),
+        expected = engine.processor(images=[rgb(p.image) for p in pages], text=[engine.prompt] * len(pages),
                                     return_tensors="pt", padding=True)
         for exact in (True, False):  # our own tiling and tables; the processor's output copied into the slots
             prepared = [engine.prepare(p) for p in pages]
@@ -163,7 +164,7 @@ def test_the_engine_path_through_the_worker_allocates_nothing_after_warm_up(tiny
     def take(block: bool):  # the decode side, inline: prepare the next batch when the worker asks for it
         if len(seen) == batches:
             return None
-        seen.append(engine.stats()["allocations"])
+        seen.append(engine.stats().allocations)
         return Batch((engine.prepare(page),))
 
     worker = InferWorker(engine, results.append)
@@ -176,7 +177,7 @@ def test_the_engine_path_through_the_worker_allocates_nothing_after_warm_up(tiny
     assert figures.batches == batches and figures.allocations_after_warmup == 0
     # The pool's 4 pages' worth of slots, made at once (4 global + 4 × 6 crop), and 2 sets × 2 device buffers.
     assert figures.allocations == 32 and seen[WARMUP_BATCHES + 1:] == [32] * (batches - WARMUP_BATCHES - 1)
-    assert engine.stats()["slots"] == 28 and engine._prep.pool.in_use() == 0  # every slot came back
+    assert engine.stats().slots == 28 and engine._prep.pool.in_use() == 0  # every slot came back
     assert engine._prep.pool.dtype == torch.uint8  # 8-bit pixels in the host slots, normalised on the device
 
 
@@ -203,7 +204,7 @@ def test_figures_the_model_marks_are_cropped_beside_the_page(tiny, tmp_path, mon
 
     def fixed_output(self, pages, guard):  # stands in for generation: what a real checkpoint would write
         ids = self.processor.tokenizer.encode(said, add_special_tokens=False)
-        return [_Generated(ids, ended=True) for _ in pages]
+        return [Generated(ids, ended=True) for _ in pages]
 
     monkeypatch.setattr(DeepseekOcr2Engine, "_generate", fixed_output)
     pdf = save_pdf(tmp_path / "in" / "doc.pdf", [draw_page("one", size=(600, 800))])
@@ -340,7 +341,7 @@ def test_precision_and_attention_follow_what_the_gpu_really_supports(bf16_native
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "flash_attn"
                         else real_find_spec(name, *a))
     engine = DeepseekOcr2Engine(EngineOptions(model=str(tmp_path)))
-    assert engine._choose_dtype(torch, "cuda:0") == dtype
+    assert choose_dtype(engine.options.dtype, "cuda:0") == dtype
     attention = engine._choose_attention("cuda:0", dtype)
     assert (attention != "sdpa") is flash
 

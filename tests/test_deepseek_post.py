@@ -9,7 +9,8 @@ from pathlib import PurePosixPath
 import pytest
 from PIL import Image, ImageDraw
 
-from ocrbatch.engines.deepseek_ocr2.engine import Tiling, resolve_prompt
+from ocrbatch.engines.deepseek_ocr2.common import resolve_prompt
+from ocrbatch.engines.deepseek_ocr2.inputs import Tiling
 from ocrbatch.engines.deepseek_ocr2.post import figure_path, parse_regions, pixel_box, tidy, to_markdown
 from ocrbatch.errors import UsageError
 

@@ -149,3 +149,25 @@ def test_the_cap_reads_its_own_gpu_from_the_sampler():
     load = load_reader("cuda:1", lambda: sample)
     assert load() == (70.0, 0.75)
     assert load_reader("cuda:0", lambda: None)() == (None, None)  # NVML gone: no data, no crash
+
+
+def test_the_throughput_controller_counts_the_tokens_each_page_says_it_generated():
+    from ocrbatch.engines.fake import FakeEngine
+    from ocrbatch.records import PageOutput
+
+    class Counting(FakeEngine):  # pages of 5, 0 and 17 tokens, as a generating engine reports them
+        def infer(self, batch):
+            return [PageOutput(markdown=o.markdown, tokens=n) for o, n in zip(super().infer(batch), (5, 0, 17))]
+
+    class Recording(ThroughputController):
+        def on_batch_done(self, pages, seconds, tokens, used_bytes=None, free_bytes=None):
+            seen.append((pages, tokens))
+            return super().on_batch_done(pages, seconds, tokens, used_bytes, free_bytes)
+
+    seen: list = []
+    results = run(Counting(EngineOptions()), pages(3), Recording(8))
+    assert [r.status.value for r in results] == ["ok"] * 3
+    assert seen == [(3, (5 + 1) + (0 + 1) + (17 + 1))]  # each page's tokens and its end token
+    seen.clear()
+    run(FakeEngine(EngineOptions()), pages(2), Recording(8))
+    assert seen == [(2, 4)]  # an engine that generates no tokens: one per page, and its end

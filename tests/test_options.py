@@ -44,7 +44,8 @@ def sample(o: config.Option, other: bool = False):
     if o.kind == "path":
         text = "/tmp/other" if other else "/tmp/one"
         return text, Path(text)
-    text = {"pages": "2-3,7" if other else "1-4", "format": "json,md" if other else "md,json"}.get(
+    text = {"pages": "2-3,7" if other else "1-4", "format": "json,md" if other else "md,json",
+            "shard": "2/3" if other else "1/3"}.get(
         o.name, "other" if other else "one")
     return text, text
 
@@ -57,6 +58,8 @@ def bad_value(o: config.Option) -> str | None:
         return "nope"
     if o.name == "pages":
         return "x-y"
+    if o.name == "shard":
+        return "0/3"
     if o.name == "token":
         return "  "
     if o.name == "format":

@@ -6,9 +6,9 @@
                   page on a decode thread (`prepare`), wakes those threads when work stops (`abort`), and makes
                   one runner per device (`runner`: the factory; engines/registry.py `build` calls it)
     Runner        one per device: `load` there, `stage` a batch's inputs onto the device, `infer` it, `release`
-                  what its pages held, report `stats` on its buffers and `device_facts`, `close`; an engine
-                  that `streams` also gives a `decoder()` and turns the pages it finishes into `output`
-    Decoder       the iteration-level decoder of a streaming runner (gpu/streaming.py drives it)
+                  what its pages held, report `stats` on its buffers (RunnerStats) and `device_facts`, `close`;
+                  an engine that `streams` also gives a `decoder()` and turns the pages it finishes into `output`
+    Decoder       the iteration-level decoder of a streaming runner (pipeline/streaming.py drives it)
     Engine        one class playing both roles (every built-in engine): its front makes a new instance of the
                   class for each device (override `runner` to share what the front prepares into, e.g. a pool)
 
@@ -44,11 +44,26 @@ class Capabilities:
     # turns the pages it finishes into outputs
 
 
+@dataclass(frozen=True)
+class RunnerStats:
+    """A runner's figures on its buffers, for the infer worker's metrics (`Runner.stats`); the defaults are an
+    engine that keeps none."""
+
+    allocations: int | None = None  # buffers (tensors) created so far; None: the engine keeps no count
+    copy_s: float = 0.0  # time spent copying inputs host → device
+    filled: bool = True  # its buffers ran out once: from then on they only cycle (warm-up is over)
+    slots: int | None = None  # host buffer slots made
+    pinned: bool | None = None  # the host buffers are page-locked
+    # An engine that manages a KV cache itself (vLLM): the share of it in use now, and the most seen, 0..1.
+    kv_cache_usage: float | None = None
+    kv_cache_peak: float | None = None
+
+
 @runtime_checkable
 class Decoder(Protocol):
     """Iteration-level decoding on one device: pages join and leave the running rows between steps. Made by
-    `Runner.decoder`, driven by gpu/streaming.py; the generated record of a page is the runner's own, handed back
-    to `Runner.output`."""
+    `Runner.decoder`, driven by pipeline/streaming.py; the generated record of a page is the runner's own, handed
+    back to `Runner.output`."""
 
     figures: "SlotFigures"  # how decoding used its rows (tokens kept, row-steps, prefills)
 
@@ -103,12 +118,10 @@ class Runner(abc.ABC):
         """The pages' batch is over (whatever its outcome): free their prepared inputs. Any runner may release
         any page its front prepared."""
 
-    def stats(self) -> dict[str, Any]:
-        """Figures on the runner's buffers for the worker's metrics: `allocations` (tensors created so far),
-        `copy_s` (host → device copy time), `filled` (they ran out once: from then on they only cycle);
-        an engine that manages a KV cache itself also gives `kv_cache_usage` and `kv_cache_peak` (the share in
-        use now and the most, 0..1); empty when the engine keeps none."""
-        return {}
+    def stats(self) -> RunnerStats:
+        """Figures on the runner's buffers for the worker's metrics (RunnerStats; its defaults when the engine
+        keeps none)."""
+        return RunnerStats()
 
     def device_facts(self) -> dict[str, Any]:
         """Facts about this device's run for the summary (device, dtype, pages retried...), once loaded. The

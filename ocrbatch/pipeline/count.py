@@ -15,15 +15,16 @@ import threading
 from pathlib import Path
 from typing import Iterable
 
-from ..config import PageSelection
+from ..config import PageSelection, Shard
 from . import discover
 
 log = logging.getLogger("ocrbatch")
 
 
 class PageCounter:
-    def __init__(self, inputs: Iterable[str], pages: PageSelection | None, skip_dirs: Iterable[Path]) -> None:
-        self.inputs, self.pages, self.skip_dirs = tuple(inputs), pages, tuple(skip_dirs)
+    def __init__(self, inputs: Iterable[str], pages: PageSelection | None, skip_dirs: Iterable[Path],
+                 shard: Shard | None = None) -> None:
+        self.inputs, self.pages, self.skip_dirs, self.shard = tuple(inputs), pages, tuple(skip_dirs), shard
         self._total: int | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -56,6 +57,8 @@ class PageCounter:
             for cand in discover.iter_candidates(self.inputs, None, False, self.skip_dirs, discover.Discovery()):
                 if self._stop.is_set():
                     return
+                if not discover.in_shard(cand, self.shard):  # --shard: this part's files only
+                    continue
                 if not isinstance(cand, discover.Candidate):
                     n += 1  # a failed file: one record
                     continue

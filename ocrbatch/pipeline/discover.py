@@ -7,7 +7,9 @@ sources', now and in earlier runs; shortened when too long for the file system),
 
 Every step for one file (its name, stat, open, sniff, frame count) fails that file alone, as a failed
 record with a one-line reason; so does a folder that cannot be read and, in a walk, a link to nothing
-that is named like a document. Special files (FIFOs, devices, sockets) are refused from `stat`, never opened
+that is named like a document. With --shard I/N only the sources of that part are taken (config.Shard: by a
+hash of the relative path less its extension); an input that is no file at all (a folder that cannot be read)
+is recorded by part 1 alone. Special files (FIFOs, devices, sockets) are refused from `stat`, never opened
 (opening a FIFO waits for a writer forever). Names are carried as the OS gives them: bytes that are not
 UTF-8 ride along as surrogate escapes (`os.fsdecode`), so the output and the manifest name the same file.
 """
@@ -24,7 +26,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Callable, Iterable, Iterator
 
 from .. import pdfium
-from ..config import PageSelection
+from ..config import PageSelection, Shard
 from ..errors import DecodeError, error_line
 from ..images import MULTIFRAME, frame_count, open_image
 from ..records import Kind, PageRef, PageResult, Source, Status, page_output
@@ -345,16 +347,28 @@ def _selection_text(pages: PageSelection) -> str:
     return ",".join(str(a) if a == b else f"{a}-{b or ''}" for a, b in pages.ranges)
 
 
+def in_shard(cand: Candidate | PageResult, shard: Shard | None) -> bool:
+    """Whether part `shard` (None: the whole run) takes `cand`: a file by its stem, a failed input in part 1."""
+    if shard is None:
+        return True
+    if isinstance(cand, PageResult):
+        return shard.index == 1
+    return shard.takes(natural_key(cand.rel).as_posix())
+
+
 def discover(inputs: Iterable[str], *, stdin: IO[str] | None, null_separated: bool,
              pages: PageSelection | None, skip_dirs: Iterable[Path], found: Discovery,
              is_done: Callable[[PageRef], bool], force: bool,
              emit_page: Callable[[PageRef], None], emit_result: Callable[[PageResult], None],
              names: NameBook | None = None, name_max: int = NAME_MAX,
-             stopped: Callable[[], bool] = lambda: False) -> None:
+             stopped: Callable[[], bool] = lambda: False, shard: Shard | None = None) -> None:
     """Walk the inputs; hand each page to `emit_page`, or a skip/failure record to `emit_result`. `names`: the
-    output names earlier runs gave; `stopped`: the run takes no more pages (stop waiting for stdin)."""
+    output names earlier runs gave; `stopped`: the run takes no more pages (stop waiting for stdin); `shard`:
+    only the sources of that part."""
     claims = KeyClaims(names, name_max)
     for cand in iter_candidates(inputs, stdin, null_separated, skip_dirs, found, stopped):
+        if not in_shard(cand, shard):
+            continue
         if isinstance(cand, PageResult):
             emit_result(cand)
             continue

@@ -12,7 +12,7 @@ is recorded as failed and its neighbours still get their output. An out-of-memor
 device's batch-size cap (gpu/throughput.py), so later batches fit; each clean batch reports its time, tokens
 and memory to that controller, which may raise the cap while throughput gains (`--max-batch auto`). A runner
 that decodes continuously (Capabilities.streams: `Runner.decoder`) gets its pages streamed instead
-(gpu/streaming.py).
+(streaming.py).
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ import gc
 import logging
 import threading
 import time
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 from ..engines.base import Runner
-from ..errors import EngineLoadError, OcrbatchError, error_line, is_out_of_memory
+from ..errors import EngineLoadError, OcrbatchError, error_line, forget_frames, is_out_of_memory
 from ..gpu.device import MemoryProbe
-from ..gpu.throughput import ThroughputController
+from ..gpu.throughput import SlotFigures, ThroughputController
 from ..records import Batch, PageImage, PageOutput, PageResult, Status
 from .lanes import Lanes
 from .stats import Stats, WorkerFigures
@@ -52,7 +52,7 @@ class InferWorker:
         self.emit = emit
         self.controller = controller
         self.memory = memory
-        self.slots: Any = None  # the engine's SlotFigures (continuous decoding: the decoder's)
+        self.slots: SlotFigures | None = None  # the engine's (continuous decoding: the decoder's)
         self.device = device
         self.busy_s = 0.0
         self.compute_s = 0.0
@@ -79,7 +79,7 @@ class InferWorker:
         batch, staging_s = self._take(take, block=True)
         decoder = self.engine.decoder() if batch is not None else None
         if decoder is not None:
-            from ..gpu.streaming import StreamRunner
+            from .streaming import StreamRunner
 
             StreamRunner(self, decoder).run(batch, take, busy, begin)
             self.ended = time.monotonic()
@@ -177,25 +177,25 @@ class InferWorker:
         self.pages += pages
         if self.batches >= WARMUP_BATCHES and not self._filled:
             stats = self.engine.stats()
-            self._filled = bool(stats.get("filled", True))
+            self._filled = stats.filled
             if self.warm_allocations is None or self._filled:
-                self.warm_allocations = stats.get("allocations")
+                self.warm_allocations = stats.allocations
         busy(spent)
 
     def figures(self) -> WorkerFigures:
         """The worker's figures now (read from other threads: a consistent-enough copy)."""
         stats = self.engine.stats()
-        allocations = stats.get("allocations")
+        allocations = stats.allocations
         warm = self.warm_allocations
         return WorkerFigures(
             device=self.device, batches=self.batches, pages=self.pages, busy_s=self.busy_s,
             wall_s=(self.ended or time.monotonic()) - self.started if self.started is not None else 0.0,
-            compute_s=self.compute_s, copy_s=float(stats.get("copy_s", 0.0)),
+            compute_s=self.compute_s, copy_s=stats.copy_s,
             cap=self.controller.cap if self.controller is not None else None, allocations=allocations,
             allocations_after_warmup=None if allocations is None or warm is None else allocations - warm,
             slot_efficiency=self.slots.efficiency if self.slots is not None else None,
             tokens=self.slots.useful if self.slots is not None else None,
-            kv_cache=stats.get("kv_cache_usage"), kv_cache_peak=stats.get("kv_cache_peak"))
+            kv_cache=stats.kv_cache_usage, kv_cache_peak=stats.kv_cache_peak)
 
     def run_batch(self, pages: Sequence[PageImage]) -> None:
         """Infer `pages`, splitting on failure; every page ends in exactly one result. Pages handed here
@@ -232,7 +232,7 @@ class InferWorker:
             outputs = [failure]
         elif self.controller is not None:
             used, free = self.memory.end() if self.memory is not None else (None, None)
-            tokens = sum(int(o.info.get("tokens", 1)) + 1 for o in outputs if isinstance(o, PageOutput))
+            tokens = sum((o.tokens if o.tokens is not None else 1) + 1 for o in outputs if isinstance(o, PageOutput))
             self.controller.on_batch_done(len(pages), time.perf_counter() - t0, tokens, used, free)
         per_page = (time.perf_counter() - t0) / len(pages)
         for page, out in zip(pages, outputs):
@@ -401,18 +401,6 @@ class Devices:
             if loaded:
                 runner.close()
         self.loaded = [False] * len(self.runners)
-
-
-def forget_frames(exc: BaseException) -> BaseException:
-    """`exc` without its traceback, nor those of the exceptions chained to it: the frames they hold (and the
-    tensors in them) can be freed. Returns `exc`."""
-    seen = set()
-    e: BaseException | None = exc
-    while e is not None and id(e) not in seen:
-        seen.add(id(e))
-        e.__traceback__ = None
-        e = e.__cause__ or e.__context__
-    return exc
 
 
 def _fail(pages: list[PageImage], exc: BaseException) -> None:

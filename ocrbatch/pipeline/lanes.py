@@ -76,7 +76,7 @@ class Lanes:
 
     def put(self, page: PageImage) -> None:
         """Queue a prepared page (its `reply` set); a bulk page waits while the bulk lane is full."""
-        lane = page.reply.lane if page.reply is not None else "bulk"
+        lane = page.priority
         with self._cond:
             while lane == "bulk" and not self._closed and self.batcher.depth()["bulk"] >= self.limit:
                 self._cond.wait()

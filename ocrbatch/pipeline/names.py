@@ -5,22 +5,20 @@ Two sources that would write the same file are told apart (`report.png.md`, then
 whose name an earlier run's record holds (the manifest, a NameBook): a name stays with the source it was
 first written for, and a source gets back the key it had. Names are compared case-insensitively, since
 some file systems are. A key whose file names would be over the file system's limit is shortened
-(`fit_key`): cut, with a hash of the whole.
+(records.fit_key: engines name their figure files with it too): cut, with a hash of the whole.
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
 from pathlib import PurePosixPath
 from typing import Iterator, Protocol
 
 from ..errors import DecodeError
 from ..manifest import output_names
-from ..records import page_output
+from ..records import NAME_MAX, fit_key, page_output
 
-NAME_MAX = 255  # bytes in one file name, on most file systems (run.py asks the output's)
-HASH_CHARS = 12  # hex digits of the hash that ends a shortened name
+__all__ = ["NAME_MAX", "KeyClaims", "NameBook", "fit_key", "natural_key"]
+
 MAX_SUFFIX = 1000  # report-2 ... report-999: then the source fails ("too many inputs map to the same name")
 
 
@@ -35,25 +33,6 @@ class NameBook(Protocol):
 def natural_key(rel: PurePosixPath) -> PurePosixPath:
     """The key a source gets when nothing stands in its way: its relative path less the extension."""
     return rel.with_suffix("") if rel.suffix else rel
-
-
-def fit_key(key: PurePosixPath, multipage: bool, name_max: int = NAME_MAX) -> PurePosixPath:
-    """`key` itself, or, when a file it names would be over `name_max` bytes, its last part cut short and ended
-    with `~` and a hash of the whole key (the same key always gives the same name)."""
-    ext = b"" if multipage else b".md"
-    raw = os.fsencode(key.name)
-    if len(raw) + len(ext) <= name_max:
-        return key
-    tag = "~" + hashlib.sha256(os.fsencode(key.as_posix())).hexdigest()[:HASH_CHARS]
-    cut = raw[:max(1, name_max - len(ext) - len(tag))]
-    for end in range(len(cut), max(0, len(cut) - 4), -1):  # end on a whole character, if the name is UTF-8
-        try:
-            cut[:end].decode("utf-8")
-        except UnicodeDecodeError:
-            continue
-        cut = cut[:end]
-        break
-    return key.with_name(os.fsdecode(cut) + tag)
 
 
 class KeyClaims:

@@ -18,7 +18,7 @@ from typing import IO, Any, Callable
 
 from ..config import RunConfig
 from ..errors import Interrupted, NoInputsError, OcrbatchError, OutputWriteError, StalledError
-from ..manifest import Manifest
+from ..manifest import NAME as MANIFEST, Manifest, shard_name
 from ..memory import return_large_buffers_to_os
 from ..records import PageRef, PageResult, Status
 from . import count, decode, discover, names, remote, signals, write
@@ -40,14 +40,15 @@ class _Run:
         # furniture kept or not changes text-layer pages whatever the engine: resume never mixes the two
         ident = self.front.identity() + ("+furniture" if config.engine_options.keep_furniture else "")
         # --dpi and --text-layer change what a PDF page becomes: resume compares them too
-        self.manifest = Manifest(self.out, ident, pdf_options={"dpi": config.dpi, "text_layer": config.text_layer})
+        self.manifest = Manifest(self.out, ident, pdf_options={"dpi": config.dpi, "text_layer": config.text_layer},
+                                 name=shard_name(config.shard.name) if config.shard else MANIFEST)
         self.outputs = Outputs(self.out, self.manifest, ident, formats=config.formats, join=config.join,
                                review_below=config.review_below, pages=config.pages, dpi=config.dpi,
                                follow=follow.written if follow is not None else None)
         self.follow = follow
         self.writer = write.Writer(self.out, self.manifest, ident, self.outputs)
         self.found = discover.Discovery()
-        self.counter = count.PageCounter(config.inputs, config.pages, [self.out])  # the total ahead of discovery
+        self.counter = count.PageCounter(config.inputs, config.pages, [self.out], config.shard)  # the total, ahead
         n_dec = 0 if config.ray else config.workers
         self.stats = Stats(workers={"decode": n_dec, "infer": len(service.device_names)})
         self.ledger = PageLedger()  # every page taken off `refs` gets exactly one record (ledger.py)
@@ -69,7 +70,7 @@ class _Run:
         discover.run(self.config.inputs, refs, results, stdin=self.stdin, found=self.found,
                      null_separated=self.config.null_separated, pages=self.config.pages, skip_dirs=[self.out],
                      is_done=self._is_done, force=self.config.force, names=self.manifest,
-                     name_max=_name_max(self.out))
+                     name_max=_name_max(self.out), shard=self.config.shard)
 
     def _is_done(self, ref: PageRef) -> bool:
         return self.manifest.is_done(ref) and self.outputs.still_done(ref)
@@ -235,5 +236,5 @@ def run(config: RunConfig, *, stdin: IO[str] | None = None, watch: Watch | None 
     (`found`, on discovery's thread), and each result once written and recorded (`written`, on the writer's)."""
     write.check_output(config.output)
     return_large_buffers_to_os()  # peak memory flat in the page count (memory.py)
-    with OutputLock(config.output), lent(config.service, service) as engine_side:  # one run per output folder
+    with OutputLock(config.output, config.shard), lent(config.service, service) as engine_side:  # one per folder
         return _Run(config, engine_side, stdin, follow).execute(watch)

@@ -160,7 +160,9 @@ class PooledEngine(FakeEngine):
                 self.pool.release(page.prepared)
 
     def stats(self):
-        return {"allocations": self.pool.allocations}
+        from ocrbatch.engines.base import RunnerStats
+
+        return RunnerStats(allocations=self.pool.allocations)
 
 
 class StagingRecorder(FakeEngine):

@@ -41,6 +41,7 @@ import torch
 
 from ...gpu.throughput import SlotFigures
 from ...records import PageImage
+from .common import GUARD, RETRY_GUARD, Generated
 from .inputs import batch_inputs, unstage
 
 NO_TOKEN = -1  # history filler: equals no token id
@@ -54,7 +55,7 @@ class _Row:
     page: PageImage
     guard: tuple[int, int]
     retry: bool = False
-    first: Any = None  # the first attempt's _Generated, kept while the page is retried
+    first: Any = None  # the first attempt's Generated, kept while the page is retried
     tokens: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)  # each chosen token's, before the guard (confidence)
     guard_fired: bool = False  # the guard banned a token the model would have chosen
@@ -116,8 +117,6 @@ def _copy_cache(cache: Any) -> Any:
 
 class ContinuousDecoder:
     def __init__(self, engine: Any) -> None:
-        from .engine import GUARD, RETRY_GUARD
-
         self.engine = engine
         self.model = engine.model
         self.device = torch.device(engine.device)
@@ -186,7 +185,7 @@ class ContinuousDecoder:
 
     def step(self, rows: int) -> list[tuple[PageImage, Any, dict[str, Any]]]:
         """Admit waiting pages while fewer than `rows` run, then decode one token for every row. Returns the
-        pages that ended: (page, _Generated, info).
+        pages that ended: (page, Generated, info).
 
         Pages join prefilled: when rows are free and no prefilled page is left, up to PREFILL_AHEAD waiting
         pages (more when more rows are free) are prefilled in one call (one vision pass, one forward); those
@@ -319,8 +318,6 @@ class ContinuousDecoder:
 
     def _ended(self, part: _Rows) -> tuple[list[tuple[PageImage, Any, dict[str, Any]]], list[int]]:
         """The rows of `part` that ended (loops sent back to wait for a retry) and the indices of the others."""
-        from .engine import _Generated
-
         ends = set(self.end_ids)
         keep: list[int] = []
         done: list[tuple[PageImage, Any, dict[str, Any]]] = []
@@ -330,7 +327,7 @@ class ContinuousDecoder:
                 keep.append(i)
                 continue
             kept = len(r.tokens) - ended
-            gen = _Generated(r.tokens[:kept], ended, r.logprobs[:kept], r.guard_fired)
+            gen = Generated(r.tokens[:kept], ended, r.logprobs[:kept], r.guard_fired)
             if not ended and self.retries and not r.retry:  # a loop the guard missed: once more, harder
                 self.waiting.append(_Row(r.page, self.retry_guard, retry=True, first=gen))
                 continue

@@ -14,67 +14,25 @@ neither, so the batcher can group pages by crop count before the model is loaded
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import hashlib
 import importlib.util
 import logging
-import os
-import re
 import threading
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Hashable, Iterator, Sequence
+from typing import Any, Hashable, Sequence
 
-from ... import confidence
 from ...config import EngineOptions, check
-from ...errors import EngineLoadError, UsageError, error_line
-from ...records import PageImage, PageOutput, Status
-from ..base import Capabilities, Decoder, Engine
+from ...errors import EngineLoadError, error_line
+from ...records import PageImage, PageOutput
+from ..base import Capabilities, Decoder, Engine, RunnerStats
+from .common import (GUARD, GUARD_EXEMPT, PROMPTS, RETRY_GUARD, Generated, check_options, choose_dtype, page_output,
+                     prompt_tag, resolve_model, resolve_prompt, rgb)
 from .inputs import Tiling
-from .post import page_lines, to_markdown
+from .loading import load_model, load_step, quantization, quiet_transformers
 
 log = logging.getLogger("ocrbatch")
 
-PROMPTS = {
-    "markdown": "<image>\n<|grounding|>Convert the document to markdown.",
-    "free": "<image>\nFree OCR.",
-}
-IMAGE_TOKEN = "<image>"
-HUB_ID = "deepseek-community/DeepSeek-OCR-2"  # the transformers-format weights
-
-# (n, window) of the repetition guard: the official settings for PDFs, then a stronger one for the retry
-# (shorter n-grams banned over a longer history).
-GUARD = (20, 50)
-RETRY_GUARD = (10, 200)
-GUARD_EXEMPT = ("<td>", "</td>")  # table cells legitimately repeat
-
 DEFAULT_BUFFER_PAGES = 32  # pages in pool slots at once, when the run does not say (EngineOptions.buffer_pages)
-
-_DTYPES = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp16": "float16",
-           "half": "float16", "float32": "float32", "fp32": "float32", "float": "float32"}
-
-
-def resolve_prompt(prompt: str) -> str:
-    """`markdown`, `free`, or the user's own text, which must contain `<image>`."""
-    text = PROMPTS.get(prompt, prompt)
-    if IMAGE_TOKEN not in text:
-        raise UsageError(f"--prompt must be markdown, free, or text containing {IMAGE_TOKEN}; got {prompt!r}")
-    return text
-
-
-@dataclass
-class _Generated:
-    """One page's generated tokens, as every backend (transformers static and continuous, vLLM) hands them to
-    `output`."""
-
-    tokens: list[int]  # generated ids, end token and padding removed
-    ended: bool  # the model emitted its end token within the limit
-    # The log-probability the model gave each token of `tokens` (log-softmax of its logits before the guard),
-    # in order; None: the backend did not keep them (then the page has no confidence).
-    logprobs: list[float] | None = None
-    guard_fired: bool = False  # the repetition guard banned a token the model would have chosen
-
 
 class _Shared:
     """What a front and the runners it makes share: the checked checkpoint, and the preprocessor whose pool the
@@ -92,11 +50,7 @@ class DeepseekOcr2Engine(Engine):
 
     def __init__(self, options: EngineOptions) -> None:
         super().__init__(options)
-        if not options.model:
-            raise UsageError(f"--engine deepseek-ocr2 needs --model: a local folder or a Hugging Face id "
-                             f"such as {HUB_ID}")
-        if options.dtype != "auto" and options.dtype.lower() not in _DTYPES:
-            raise UsageError(f"--dtype {options.dtype!r}: choose auto, bfloat16, float16 or float32")
+        check_options(options)
         check({"max_new_tokens": options.max_new_tokens, "quantize": options.quantize})
         self.prompt = resolve_prompt(options.prompt)
         local = Path(options.model).expanduser()
@@ -136,8 +90,7 @@ class DeepseekOcr2Engine(Engine):
 
     def identity(self) -> str:
         model = str(self._local) if self._local else self.options.model
-        prompt = self.options.prompt if self.options.prompt in PROMPTS else \
-            "sha256:" + hashlib.sha256(self.prompt.encode()).hexdigest()[:12]
+        prompt = prompt_tag(self.options.prompt, self.prompt)
         quantize = f" quantize={self.options.quantize}" if self.options.quantize != "none" else ""
         return f"{self.name} model={model} prompt={prompt} max_new_tokens={self.options.max_new_tokens}{quantize}"
 
@@ -195,16 +148,16 @@ class DeepseekOcr2Engine(Engine):
                                   f"(torch {torch.__version__})")
         if device.startswith("cuda"):
             torch.cuda.set_device(device)  # this infer thread's current device: kernels and caches land there
-        dtype = self._choose_dtype(torch, device)
+        dtype = choose_dtype(self.options.dtype, device)
         if device.startswith("cuda"):
             torch.set_float32_matmul_precision("high")  # TF32 for float32 matmuls (cuDNN convs default to it)
             self.tf32 = True
         if self.options.threads and device == "cpu":
             torch.set_num_threads(self.options.threads)
         quantized = quantization(transformers, torch, self.options.quantize, getattr(torch, dtype), device)
-        with _quiet_transformers():
-            self.processor = _load_step(path, "processor", lambda: transformers.AutoProcessor.from_pretrained(path))
-            model, attn = _load_model(transformers, path, getattr(torch, dtype),
+        with quiet_transformers():
+            self.processor = load_step(path, "processor", lambda: transformers.AutoProcessor.from_pretrained(path))
+            model, attn = load_model(transformers, path, getattr(torch, dtype),
                                       self._choose_attention(device, dtype), quantized)
         self.model = (model if quantized else model.to(device)).eval()  # quantized weights are placed by loading
         self.device, self.dtype = device, dtype
@@ -239,7 +192,7 @@ class DeepseekOcr2Engine(Engine):
         """Preprocess `page` into pool slots; blocks while the pool's slots are all out (back-pressure)."""
         prep = self._preprocessor()
         waited = prep.pool.waited_s()
-        prepared = prep.prepare(_rgb(page.image))
+        prepared = prep.prepare(rgb(page.image))
         return dataclasses.replace(page, prepared=prepared, held_s=prep.pool.waited_s() - waited)
 
     def stage(self, pages: Sequence[PageImage]) -> None:
@@ -257,12 +210,12 @@ class DeepseekOcr2Engine(Engine):
         if self._prep is not None:
             self._prep.pool.close()
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> RunnerStats:
         pool = self._prep.stats() if self._prep is not None else {}
         staging = self._staging.stats() if self._staging is not None else {}
-        return {"allocations": pool.get("allocations", 0) + staging.get("allocations", 0),
-                "copy_s": staging.get("copy_s", 0.0), "slots": pool.get("slots", 0),
-                "filled": pool.get("waits", 0) > 0, "pinned": bool(pool.get("pinned"))}
+        return RunnerStats(allocations=pool.get("allocations", 0) + staging.get("allocations", 0),
+                           copy_s=staging.get("copy_s", 0.0), slots=pool.get("slots", 0),
+                           filled=pool.get("waits", 0) > 0, pinned=bool(pool.get("pinned")))
 
     def infer(self, pages: Sequence[PageImage]) -> list[PageOutput | Exception]:
         """Pages that did not come through the pipeline (no `prepare`) are prepared here, and freed after. Pages
@@ -304,7 +257,7 @@ class DeepseekOcr2Engine(Engine):
             outs.append(self.output(page, gen, info))
         return outs
 
-    def output(self, page: PageImage, gen: _Generated, info: dict[str, Any]) -> PageOutput:
+    def output(self, page: PageImage, gen: Generated, info: dict[str, Any]) -> PageOutput:
         """A page's result from its generated tokens: Markdown, cropped figures, status and facts."""
         info = {"crops": page.prepared.crops, **info, "tokens": len(gen.tokens)}
         if info.get("retried"):
@@ -350,8 +303,8 @@ class DeepseekOcr2Engine(Engine):
 
                 from .inputs import Preprocessor
 
-                with _quiet_transformers():
-                    processor = _load_step(path, "processor",
+                with quiet_transformers():
+                    processor = load_step(path, "processor",
                                            lambda: transformers.AutoProcessor.from_pretrained(path))
                 ip = processor.image_processor
                 tiling = Tiling.from_settings({k: getattr(ip, k) for k in ("tile_size", "min_patches", "max_patches",
@@ -362,7 +315,7 @@ class DeepseekOcr2Engine(Engine):
                     reserve=self.options.reserve_buffers)
             return self._prep
 
-    def _generate(self, pages: Sequence[PageImage], guard: tuple[int, int]) -> list[_Generated]:
+    def _generate(self, pages: Sequence[PageImage], guard: tuple[int, int]) -> list[Generated]:
         import torch
         from transformers import GenerationConfig, LogitsProcessorList
 
@@ -387,7 +340,7 @@ class DeepseekOcr2Engine(Engine):
         results = []
         for row, cut, (logprobs, fired) in zip(rows, cuts, scored.rows([len(r) if c is None else c + 1
                                                                          for r, c in zip(rows, cuts)])):
-            results.append(_Generated(row if cut is None else row[:cut], cut is not None,
+            results.append(Generated(row if cut is None else row[:cut], cut is not None,
                                       logprobs[:len(row) if cut is None else cut], fired))
         steps = len(rows[0]) if rows else 0
         self.slots.steps += steps
@@ -395,15 +348,6 @@ class DeepseekOcr2Engine(Engine):
         self.slots.row_steps += steps * len(rows)
         self.slots.useful += sum(min(steps, len(g.tokens) + g.ended) for g in results)
         return results
-
-    def _choose_dtype(self, torch: Any, device: str) -> str:
-        if self.options.dtype != "auto":
-            return _DTYPES[self.options.dtype.lower()]
-        if device.startswith("cuda"):
-            from ...gpu.device import cuda_caps
-
-            return "bfloat16" if cuda_caps(torch, device)[0] else "float16"  # native bf16 only (Ampere on)
-        return "float32"
 
     @staticmethod
     def _choose_attention(device: str, dtype: str) -> str | dict[str, str]:
@@ -419,19 +363,6 @@ class DeepseekOcr2Engine(Engine):
             if cuda_caps(torch, device)[1] >= (8, 0):
                 return {"": "sdpa", "vision_config": "sdpa", "text_config": "flash_attention_2"}
         return "sdpa"
-
-
-def page_output(text: str, gen: _Generated, page: PageImage, info: dict[str, Any],
-                specials: Sequence[str]) -> PageOutput:
-    """A page's result from its decoded text (special tokens kept) and its _Generated: Markdown, cropped
-    figures, its blocks with their boxes, status, confidence and `info`. Every backend ends here."""
-    markdown, figures = to_markdown(text, page.image, page.ref.output, specials)
-    if figures:
-        info["figures"] = len(figures)
-    if gen.logprobs is not None:
-        info["confidence"] = confidence.tokens(gen.logprobs, gen.guard_fired).as_dict()
-    return PageOutput(markdown=markdown, status=Status.OK if gen.ended else Status.TRUNCATED,
-                      attachments=figures, info=info, lines=page_lines(text, page.image.size, specials))
 
 
 class _TokenScores:
@@ -492,160 +423,10 @@ class LengthHook:
         return scores
 
 
-# -- model resolution ------------------------------------------------------------------------------
-
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
-
-
-def _offline() -> bool:
-    return any(os.environ.get(v, "").strip().lower() in {"1", "true", "yes", "on"}
-               for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
-
-
-def hub_cache() -> Path:
-    """The Hugging Face hub cache, as huggingface_hub finds it (HF_HUB_CACHE, HF_HOME, XDG_CACHE_HOME)."""
-    if os.environ.get("HF_HUB_CACHE"):
-        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
-    home = os.environ.get("HF_HOME") or os.path.join(os.environ.get("XDG_CACHE_HOME") or "~/.cache", "huggingface")
-    return Path(home).expanduser() / "hub"
-
-
-def resolve_model(model: str) -> str:
-    """A local checkpoint folder for `model`: the folder itself, or a Hugging Face id's cached snapshot
-    (downloaded first unless HF_HUB_OFFLINE is set)."""
-    local = Path(model).expanduser()
-    if local.is_dir():
-        if not (local / "config.json").is_file():
-            raise EngineLoadError(f"--model {model}: the folder has no config.json (not a model checkpoint)")
-        return str(local)
-    if local.exists() or not _HUB_ID.match(model):
-        raise EngineLoadError(f"--model {model}: no such model folder (nor a Hugging Face id like {HUB_ID})")
-    try:
-        from huggingface_hub import snapshot_download
-    except ImportError as exc:  # pragma: no cover - transformers depends on it
-        raise EngineLoadError(f"cannot resolve {model!r}: huggingface_hub is not installed") from exc
-    cache = hub_cache()
-    try:
-        return snapshot_download(model, cache_dir=cache, local_files_only=True)
-    except Exception as exc:  # noqa: BLE001 - LocalEntryNotFoundError and friends
-        if _offline():
-            raise EngineLoadError(f"model {model!r} is neither a local folder nor in the Hugging Face cache {cache}, "
-                                  f"and HF_HUB_OFFLINE is set: download it first (hf download {model}) or pass "
-                                  f"a local folder") from exc
-    log.warning("model %s is not in the Hugging Face cache %s; downloading it (several GB)", model, cache)
-    try:
-        return snapshot_download(model, cache_dir=cache)
-    except Exception as exc:  # noqa: BLE001 - network, auth, missing repo
-        raise EngineLoadError(f"model {model!r} is not a local folder and cannot be downloaded into {cache}: "
-                              f"{error_line(exc, named=False)}") from exc
-
-
 # -- helpers -----------------------------------------------------------------------------------------
-
-
-
-def quantize_support() -> dict[str, str | None]:
-    """For each --quantize mode, None when this install can load it, else why not (for doctor)."""
-    missing = [m for m in ("bitsandbytes", "accelerate") if importlib.util.find_spec(m) is None]
-    why = f"needs {' and '.join(missing)}: pip install 'ocrbatch[quantize]'" if missing else None
-    return {"none": None, "int8": why, "nf4": why}
-
-
-def quantization(transformers: Any, torch: Any, mode: str, dtype: Any, device: str) -> dict[str, Any] | None:
-    """`from_pretrained`'s arguments for --quantize (bitsandbytes: int8 weights, or 4-bit NF4 weights computing in
-    `dtype`, for the language model), None for none; EngineLoadError when this install cannot."""
-    if mode == "none":
-        return None
-    why = quantize_support()[mode]
-    if why:
-        raise EngineLoadError(f"--quantize {mode} {why}")
-    if mode == "int8" and not device.startswith("cuda"):  # its CPU kernels fail on this model's activations
-        raise EngineLoadError("--quantize int8 needs a CUDA GPU (bitsandbytes' CPU int8 path fails on this model); "
-                              "nf4 runs on a CPU too")
-    # The language model only (nearly all the weights): the vision towers, their projector and the output head
-    # keep their precision (bitsandbytes' int8 kernels also refuse the towers' 4-D activations).
-    # Named both ways: transformers 5.x matches a name from the start of the module path (or as its suffix), so
-    # the bare "vision_tower" no longer covers "model.vision_tower..." and the towers were quantized too.
-    kept = ["vision_tower", "multi_modal_projector"]
-    skip = [*kept, *(f"model.{name}" for name in kept), "lm_head"]
-    if mode == "int8":
-        config = transformers.BitsAndBytesConfig(load_in_8bit=True, llm_int8_skip_modules=skip)
-    else:
-        config = transformers.BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
-                                                 bnb_4bit_compute_dtype=dtype, llm_int8_skip_modules=skip)
-    return {"quantization_config": config, "device_map": {"": device}}
-
-
-def _load_model(transformers: Any, path: str, dtype: Any, attn: str | dict[str, str],
-                quantized: dict[str, Any] | None = None) -> tuple[Any, Any]:
-    """(model, attention used): flash-attn as asked when it works, else SDPA."""
-    try:
-        return _load_weights(transformers, path, dtype, attn, quantized), attn
-    except EngineLoadError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - flash-attn can fail in many ways; SDPA is the fallback
-        if attn == "sdpa":
-            raise EngineLoadError(f"cannot load the model from {path}: {error_line(exc, named=False)}") from exc
-        log.warning("flash-attn could not be used (%s); using SDPA", error_line(exc, named=False))
-    return _load_step(path, "model", lambda: _load_weights(transformers, path, dtype, "sdpa", quantized)), "sdpa"
-
-
-def _load_weights(transformers: Any, path: str, dtype: Any, attn: str | dict[str, str],
-                  quantized: dict[str, Any] | None = None) -> Any:
-    """The model from `path`; a checkpoint that lacks weights is refused rather than run half-random."""
-    model, info = transformers.DeepseekOcr2ForConditionalGeneration.from_pretrained(
-        path, dtype=dtype, attn_implementation=attn, output_loading_info=True, **(quantized or {}))
-    missing = sorted(info.get("missing_keys") or [])
-    if missing:
-        raise EngineLoadError(f"{path}: the checkpoint lacks {len(missing)} of the model's weights "
-                              f"(e.g. {missing[0]}); transformers renames an official checkpoint's weights from "
-                              f"version 5.19 on (this is {transformers.__version__})")
-    return model
-
-
-def _load_step(path: str, what: str, fn: Any) -> Any:
-    try:
-        return fn()
-    except (OSError, ValueError, KeyError) as exc:
-        raise EngineLoadError(f"cannot load the {what} from {path}: {error_line(exc, named=False)}") from exc
-
-
-def _rgb(image: Any) -> Any:
-    return image if image.mode == "RGB" else image.convert("RGB")
 
 
 def _as_list(value: Any) -> list[int]:
     if value is None:
         return []
     return [int(v) for v in value] if isinstance(value, (list, tuple)) else [int(value)]
-
-
-_QUIET = threading.Lock()
-_quiet_depth = 0
-_quiet_saved: tuple[int, bool] = (0, True)
-
-
-@contextlib.contextmanager
-def _quiet_transformers() -> Iterator[None]:
-    """No progress bars or advisory warnings from transformers while loading: the run has its own display.
-    Threads may load at once (a decode thread its processor, each device its model): the first one in
-    silences, the last one out restores."""
-    global _quiet_depth, _quiet_saved
-    from transformers.utils import logging as hf_logging
-
-    with _QUIET:
-        if _quiet_depth == 0:
-            _quiet_saved = (hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled())
-            hf_logging.set_verbosity_error()
-            hf_logging.disable_progress_bar()
-        _quiet_depth += 1
-    try:
-        yield
-    finally:
-        with _QUIET:
-            _quiet_depth -= 1
-            if _quiet_depth == 0:
-                level, bars = _quiet_saved
-                hf_logging.set_verbosity(level)
-                if bars:
-                    hf_logging.enable_progress_bar()

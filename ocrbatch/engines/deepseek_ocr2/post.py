@@ -21,8 +21,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any, Iterable
 
-from ...pipeline.names import NAME_MAX, fit_key
-from ...records import Attachment, PageLines, PlacedLine
+from ...records import NAME_MAX, Attachment, PageLines, PlacedLine, fit_key
 
 COORD_MAX = 999  # the model's boxes are in 0..999 of the page
 FIGURE_LABEL = "image"

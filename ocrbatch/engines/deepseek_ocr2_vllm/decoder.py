@@ -1,4 +1,4 @@
-"""Pages in and out of vLLM's running batch (the decoder gpu/streaming.py drives; static batches use it too).
+"""Pages in and out of vLLM's running batch (the decoder pipeline/streaming.py drives; static batches use it too).
 
     decoder.add(pages)          pages wait here, outside vLLM
     decoder.step(rows)          pages nobody wants any more are aborted in vLLM (answered `cancelled`); waiting
@@ -25,7 +25,7 @@ from typing import Any, Sequence
 
 from ...gpu.throughput import SlotFigures
 from ...records import PageImage
-from ..deepseek_ocr2.engine import GUARD, RETRY_GUARD, _Generated
+from ..deepseek_ocr2.common import GUARD, RETRY_GUARD, Generated
 
 _IDS = itertools.count()
 
@@ -157,7 +157,7 @@ class VllmDecoder:
             ended = True  # a benchmark's page ends where it was told to
         info: dict[str, Any] = {"retried": True} if request.retry else {}
         logprobs, fired = _token_scores(completion, len(tokens))
-        return [(request.page, _Generated(tokens, ended, logprobs, fired), info)]
+        return [(request.page, Generated(tokens, ended, logprobs, fired), info)]
 
     def _drop_unwanted(self) -> list[tuple[PageImage, Any, dict[str, Any]]]:
         """Pages whose owner no longer waits for them (a stopped run): aborted in vLLM, answered `cancelled`."""
@@ -179,4 +179,4 @@ class VllmDecoder:
 
 def _priority(page: PageImage) -> int:
     """vLLM's priority (lower first): interactive pages ahead of bulk ones."""
-    return 0 if page.reply is not None and getattr(page.reply, "lane", "bulk") == "interactive" else 1
+    return 0 if page.priority == "interactive" else 1

@@ -18,7 +18,6 @@ Imports of vLLM and torch happen in `load()`.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import importlib.metadata
 import importlib.util
 import logging
@@ -30,10 +29,10 @@ from typing import Any, Hashable, Sequence
 from ...config import EngineOptions
 from ...errors import EngineLoadError, UsageError, error_line
 from ...records import PageImage, PageOutput, Status
-from ..base import Capabilities, Decoder, Engine
+from ..base import Capabilities, Decoder, Engine, RunnerStats
 from ..deepseek_ocr2 import checkpoint
-from ..deepseek_ocr2.engine import (GUARD_EXEMPT, HUB_ID, PROMPTS, _DTYPES, _Generated, _rgb, page_output,
-                                    resolve_model, resolve_prompt)
+from ..deepseek_ocr2.common import (GUARD_EXEMPT, PROMPTS, Generated, check_options, choose_dtype, page_output,
+                                    prompt_tag, resolve_model, resolve_prompt, rgb)
 from ..deepseek_ocr2.inputs import Tiling
 from .usage import CacheUsage, stat_logger
 
@@ -86,11 +85,7 @@ class VllmDeepseekOcr2Engine(Engine):
 
     def __init__(self, options: EngineOptions) -> None:
         super().__init__(options)
-        if not options.model:
-            raise UsageError(f"--engine deepseek-ocr2 needs --model: a local folder or a Hugging Face id "
-                             f"such as {HUB_ID}")
-        if options.dtype != "auto" and options.dtype.lower() not in _DTYPES:
-            raise UsageError(f"--dtype {options.dtype!r}: choose auto, bfloat16, float16 or float32")
+        check_options(options)
         if options.max_new_tokens < 1:
             raise UsageError("--max-new-tokens must be at least 1")
         if options.quantize != "none":
@@ -116,8 +111,7 @@ class VllmDeepseekOcr2Engine(Engine):
     # -- the interface ---------------------------------------------------------------------------
     def identity(self) -> str:
         model = str(self._local) if self._local else self.options.model
-        prompt = self.options.prompt if self.options.prompt in PROMPTS else \
-            "sha256:" + hashlib.sha256(self.prompt.encode()).hexdigest()[:12]
+        prompt = prompt_tag(self.options.prompt, self.prompt)
         return (f"{self.name} backend={BACKEND} model={model} prompt={prompt} "
                 f"max_new_tokens={self.options.max_new_tokens}")
 
@@ -136,7 +130,7 @@ class VllmDeepseekOcr2Engine(Engine):
 
     def prepare(self, page: PageImage) -> PageImage:
         """On a decode thread: the page in RGB (what vLLM's processor takes) and its crop count."""
-        image = _rgb(page.image)
+        image = rgb(page.image)
         w, h = image.size
         return dataclasses.replace(page, image=image, prepared=Prepared(self.tiling.crops(w, h)))
 
@@ -167,7 +161,7 @@ class VllmDeepseekOcr2Engine(Engine):
 
             register()
             overrides["architectures"] = [ARCH]
-        dtype = self._choose_dtype(device)
+        dtype = choose_dtype(self.options.dtype, device)
         lang = config.get("language_config", {})
         most = int(lang.get("max_position_embeddings") or 8192)
         length = min(most, PROMPT_ROOM + self.options.max_new_tokens)
@@ -224,20 +218,9 @@ class VllmDeepseekOcr2Engine(Engine):
                         if len(ids) == 1]
         self._specials = [t for t in (tok.bos_token, tok.eos_token, tok.pad_token) if t]
 
-    def _choose_dtype(self, device: str) -> str:
-        if self.options.dtype != "auto":
-            return _DTYPES[self.options.dtype.lower()]
-        if device.startswith("cuda"):
-            import torch
-
-            from ...gpu.device import cuda_caps
-
-            return "bfloat16" if cuda_caps(torch, device)[0] else "float16"
-        return "float32"
-
     # -- requests --------------------------------------------------------------------------------------
     def request_prompt(self, page: PageImage) -> dict[str, Any]:
-        return {"prompt": self.prompt, "multi_modal_data": {"image": _rgb(page.image)}}
+        return {"prompt": self.prompt, "multi_modal_data": {"image": rgb(page.image)}}
 
     def sampling(self, page: PageImage, guard: tuple[int, int]) -> Any:
         from vllm import SamplingParams
@@ -290,14 +273,14 @@ class VllmDeepseekOcr2Engine(Engine):
             raise gen.error
         if gen is CANCELLED:  # aborted in vLLM: its owner stopped waiting (a stopped run redoes it on a rerun)
             return PageOutput(markdown="", status=Status.CANCELLED, info={"backend": BACKEND})
-        assert isinstance(gen, _Generated)
+        assert isinstance(gen, Generated)
         crops = page.prepared.crops if isinstance(page.prepared, Prepared) else self.bucket_key(page)
         info = {"crops": crops, **info, "tokens": len(gen.tokens), "backend": BACKEND}
         if info.get("retried"):
             self.retried += 1
         text = self.tokenizer.decode(gen.tokens, skip_special_tokens=False)
         # Markdown, figures, the blocks' boxes, and the confidence once the decoder fills gen.logprobs and
-        # gen.guard_fired (deepseek_ocr2/engine.py: _Generated)
+        # gen.guard_fired (deepseek_ocr2/common.py: Generated)
         return page_output(text, gen, page, info, self._specials)
 
     def decoder(self) -> Decoder | None:
@@ -307,8 +290,9 @@ class VllmDeepseekOcr2Engine(Engine):
 
         return VllmDecoder(self)
 
-    def stats(self) -> dict[str, Any]:
-        return self.cache.figures()
+    def stats(self) -> RunnerStats:
+        usage = self.cache.figures()
+        return RunnerStats(kv_cache_usage=usage.get("kv_cache_usage"), kv_cache_peak=usage.get("kv_cache_peak"))
 
     def close(self) -> None:
         llm, self.llm = self.llm, None

@@ -9,9 +9,12 @@
 The decoder it drives is an engines.base.Decoder (`add`, `step`, `idle`, `active`, `waiting`, `wanted`,
 `pages`, `abandon`, `figures`); the runner turns a generated page into its output (`Runner.output`). When a
 step raises, the decoder's state is dropped and every page the worker took and has not answered (its ledger,
-pipeline/infer.py: not only what the decoder still lists) is run through the static path
+infer.py: not only what the decoder still lists) is run through the static path
 (`InferWorker.run_batch`: split on failure, one result per page), after an out-of-memory error with the cap
 halved; decoding then goes on with the next pages.
+
+It drives the worker through the members `Worker` names (infer.py's InferWorker has them), so this module does
+not import infer.py: infer.py imports it.
 """
 
 from __future__ import annotations
@@ -19,21 +22,46 @@ from __future__ import annotations
 import gc
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
 from ..config import MAX_BATCH_START
+from ..errors import forget_frames, is_out_of_memory
 
 if TYPE_CHECKING:
-    from ..engines.base import Decoder
-    from ..pipeline.infer import InferWorker
+    from ..engines.base import Decoder, Runner
+    from ..gpu.device import MemoryProbe
+    from ..gpu.throughput import SlotFigures, ThroughputController
+    from ..records import PageImage, PageOutput
 
 log = logging.getLogger("ocrbatch")
 
 REPORT_STEPS = 16  # decoding steps per report to the throughput controller
 
 
+class Worker(Protocol):
+    """What StreamRunner uses of the infer worker (infer.py: InferWorker)."""
+
+    engine: "Runner"
+    controller: "ThroughputController | None"
+    memory: "MemoryProbe | None"
+    slots: "SlotFigures | None"
+    compute_s: float
+
+    @property
+    def holding(self) -> "list[PageImage]": ...
+
+    def emit_output(self, page: "PageImage", out: "PageOutput | BaseException",
+                    timings: dict[str, float]) -> None: ...
+
+    def release(self, pages: "Sequence[PageImage]") -> None: ...
+
+    def count(self, pages: int, spent: float, busy: Callable[[float], None], batches: int = 1) -> None: ...
+
+    def run_batch(self, pages: "Sequence[PageImage]") -> None: ...
+
+
 class StreamRunner:
-    def __init__(self, worker: "InferWorker", decoder: "Decoder") -> None:
+    def __init__(self, worker: Worker, decoder: "Decoder") -> None:
         self.worker = worker
         self.decoder = decoder
         self.engine = worker.engine
@@ -46,9 +74,6 @@ class StreamRunner:
 
     def run(self, first: Any, take: Callable[[bool], Any], busy: Callable[[float], None],
             begin: Callable[[], None] | None) -> None:
-        from ..errors import is_out_of_memory
-        from ..pipeline.infer import forget_frames
-
         worker, decoder = self.worker, self.decoder
         self._add(first.pages)
         if worker.memory is not None:

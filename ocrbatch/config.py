@@ -184,6 +184,8 @@ def _pages_problem(text: str) -> str | None:
     return None
 
 
+MAX_UPLOAD_MB = 1 << 20  # --max-upload-mb's largest (1 TB): beyond, and inf or nan, is not a size a server can use
+
 OPTIONS: tuple[Option, ...] = (
     # -- a run's output -----------------------------------------------------------------------------------
     Option("output", "path", None, "Folder for the Markdown files and manifest.jsonl (required).", frozenset({RUN}),
@@ -253,11 +255,13 @@ OPTIONS: tuple[Option, ...] = (
            "summary (--json: \"review\").", frozenset({RUN}), metavar="SCORE", most=1.0,
            check=lambda v: None if 0 < v <= 1 else "give a confidence between 0 and 1, e.g. 0.9"),
     # -- the server --------------------------------------------------------------------------------------
-    Option("host", "text", "127.0.0.1", "Address to listen on (0.0.0.0: every interface).", frozenset({SERVE})),
+    Option("host", "text", "127.0.0.1", "Address to listen on (0.0.0.0: every interface).", frozenset({SERVE}),
+           check=lambda v: None if v.strip() else "is empty: give an address (0.0.0.0 for every interface)"),
     Option("port", "int", 8000, "Port to listen on (0: any free one, printed).", frozenset({SERVE}), short=("-p",),
            least=0, most=65535),
     Option("max_upload_mb", "float", 50.0, "Larger uploads are refused (413).", frozenset({SERVE}),
-           check=lambda v: None if v > 0 else "must be positive"),
+           check=lambda v: None if 0 < v <= MAX_UPLOAD_MB else f"choose a size above 0 and at most {MAX_UPLOAD_MB} "
+                                                               "(MB)"),
     Option("max_queue", "int", 256, "Most pages held for requests at once; a request beyond is refused (503 with "
            "Retry-After).", frozenset({SERVE}), least=1),
     Option("token", "text", None, "Require Authorization: Bearer TOKEN on /v1/* (401 without).", frozenset({SERVE}),

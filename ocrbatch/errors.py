@@ -89,6 +89,11 @@ class DecodeError(PageError):
     pass
 
 
+class ConverterClosedError(RuntimeError):
+    """The Python API's Converter was closed: a page submitted then is refused, and a page it had not finished
+    when close(wait=False) returned fails with this (never left unresolved)."""
+
+
 def error_line(exc: BaseException, named: bool = True) -> str:
     """An exception as one line for the manifest and the log: its type and its message's first line (only
     the line when not `named`; only the type when the message is empty). The one formatter of the package."""

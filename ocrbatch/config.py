@@ -111,6 +111,8 @@ class Option:
                 "path": (str, os.PathLike), "switch": bool, "batch": (int, str)}[self.kind]
         if not isinstance(value, want) or (isinstance(value, bool) and self.kind != "switch"):
             return f"{KINDS[self.kind]} is needed, not {type(value).__name__}"
+        if self.kind == "path" and not str(value).strip():
+            return "is empty: give a path"  # -o '' would otherwise be the current folder
         if self.kind == "batch":
             if isinstance(value, str) and value.strip().lower() == "auto":
                 return None
@@ -130,7 +132,7 @@ class Option:
         """`value` if allowed (a path as a Path); else UsageError, naming `label` (default: the flag)."""
         why = self.problem(value)
         if why is not None:
-            raise UsageError(f"{label or f'{self.flag} {value}'}: {why}")
+            raise UsageError(f"{label or f'{self.flag} {value if str(value) else repr(str(value))}'}: {why}")
         return Path(value) if self.kind == "path" and value is not None else value
 
     def read(self, raw: str) -> Any:
@@ -305,6 +307,12 @@ def env_values(scope: str, environ: Mapping[str, str], skip: Iterable[str] = ())
     """The options of `scope` set in `environ` (OCRBATCH_DPI=300 → {"dpi": 300}), typed and checked; those named
     in `skip` (given otherwise, which wins) are not read."""
     skip = set(skip)
+    for o in options(scope):
+        # Set but empty reads as unset, except where the flag refuses an empty value (--pages '', -o '',
+        # --token ''): a template not filled in is a mistake, not a wish for the default.
+        if o.name not in skip and environ.get(o.env) == "" and o.kind in ("text", "path") and o.problem(""):
+            flags = "/".join([*o.short, o.flag])
+            raise UsageError(f"{o.env} is set but empty ({flags} {o.problem('')}): give a value, or unset it")
     return {o.name: o.read(environ[o.env]) for o in options(scope)
             if o.name not in skip and environ.get(o.env, "") != ""}
 

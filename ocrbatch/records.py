@@ -81,6 +81,7 @@ class PageImage:
     prepared: Any = None  # the engine's own preprocessed inputs (Front.prepare), e.g. tiles in pool slots
     held_s: float = 0.0  # seconds `prepare` waited for free buffers (back-pressure, not work)
     reply: Any = None  # where the page's result goes (pipeline/lanes.py: Reply); None: the worker's own emit
+    dpi: float | None = None  # a PDF page rendered below --dpi (pdfium.MAX_RENDER_PIXELS): the dpi it got
 
     @property
     def size(self) -> tuple[int, int]:

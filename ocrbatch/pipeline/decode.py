@@ -144,7 +144,7 @@ def decode_page(ref: PageRef, dpi: int, pdfs: PdfCache, max_pixels: int = DEFAUL
     small = too_small(image.width, image.height)
     if small is not None:
         raise DecodeError(small)
-    return PageImage(ref=ref, image=image, decode_s=time.perf_counter() - t0)
+    return PageImage(ref=ref, image=image, decode_s=time.perf_counter() - t0, dpi=image.info.get(pdfium.CAPPED_DPI))
 
 
 def rgb_copy(image):

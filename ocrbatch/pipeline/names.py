@@ -16,11 +16,15 @@ from pathlib import PurePosixPath
 from typing import Iterator, Protocol
 
 from ..errors import DecodeError
-from ..manifest import output_names
+from ..manifest import NAME as MANIFEST_NAME, output_names
 from ..records import page_output
+from .lock import NAME as LOCK_NAME
 
 NAME_MAX = 255  # bytes in one file name, on most file systems (run.py asks the output's)
 HASH_CHARS = 12  # hex digits of the hash that ends a shortened name
+# Names of the output folder's own files, as output_names spells a key's: no input's key may take them (an
+# input named manifest.jsonl.pdf would need a folder where the manifest is).
+RESERVED = frozenset({f"stem:{MANIFEST_NAME}", f"stem:{LOCK_NAME}"})
 MAX_SUFFIX = 1000  # report-2 ... report-999: then the source fails ("too many inputs map to the same name")
 
 
@@ -39,8 +43,9 @@ def natural_key(rel: PurePosixPath) -> PurePosixPath:
 
 def fit_key(key: PurePosixPath, multipage: bool, name_max: int = NAME_MAX) -> PurePosixPath:
     """`key` itself, or, when a file it names would be over `name_max` bytes, its last part cut short and ended
-    with `~` and a hash of the whole key (the same key always gives the same name)."""
-    ext = b"" if multipage else b".md"
+    with `~` and a hash of the whole key (the same key always gives the same name). A multi-page document's
+    key names a folder and, with --join, its joined KEY.md: room is kept for the .md either way."""
+    ext = b".md"
     raw = os.fsencode(key.name)
     if len(raw) + len(ext) <= name_max:
         return key
@@ -60,7 +65,7 @@ class KeyClaims:
     """Keys taken so far in this run, and those `book` says earlier runs gave; one claim per source."""
 
     def __init__(self, book: NameBook | None = None, name_max: int = NAME_MAX) -> None:
-        self._taken: set[str] = set()
+        self._taken: set[str] = set(RESERVED)
         self.book = book
         self.name_max = name_max
 

@@ -37,7 +37,7 @@ def page_entry(page: int, result: PageResult, lines: dict[str, Any] | None = Non
     if lines is not None and result.ref is not None and result.status in (Status.OK, Status.TRUNCATED):
         from ..pagejson import page_json
 
-        dpi = lines["dpi"] if result.ref.source.kind.value == "pdf" else None
+        dpi = result.info.get("dpi", lines["dpi"]) if result.ref.source.kind.value == "pdf" else None
         entry["lines"] = page_json(result, lines["engine"], dpi=dpi)
     return entry
 

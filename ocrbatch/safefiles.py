@@ -54,13 +54,18 @@ def _stat(path: Path, what: str, usage: bool = True) -> os.stat_result | None:
         raise UsageError(f"{what} {path}: {exc.strerror or exc}") from exc
 
 
+def _regular(st: os.stat_result, path: Path, what: str) -> None:
+    if not stat.S_ISREG(st.st_mode):
+        raise UsageError(f"{what} {path} is {kind(st.st_mode)}, not a regular file: ocrbatch neither reads "
+                         "nor replaces it (move it away, or choose another path)")
+
+
 def check_file(path: Path, what: str, usage: bool = True) -> os.stat_result | None:
     """The stat of `path` if it is a regular file, None if nothing is there; UsageError otherwise (an OSError
     looking, such as a name too long, too, unless not `usage`: then it is raised as is)."""
     st = _stat(path, what, usage)
-    if st is not None and not stat.S_ISREG(st.st_mode):
-        raise UsageError(f"{what} {path} is {kind(st.st_mode)}, not a regular file: ocrbatch neither reads "
-                         "nor replaces it (move it away, or choose another path)")
+    if st is not None:
+        _regular(st, path, what)
     return st
 
 
@@ -79,10 +84,7 @@ def open_file(path: Path, flags: int, what: str, mode: int = 0o666) -> int:
     check_file(path, what)
     fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC, mode)
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise UsageError(f"{what} {path} is {kind(st.st_mode)}, not a regular file: ocrbatch neither reads "
-                             "nor replaces it (move it away, or choose another path)")
+        _regular(os.fstat(fd), path, what)
         os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)

@@ -261,3 +261,17 @@ def test_a_page_cancelled_while_it_was_read_lands_exactly_once():
     reply.deliver(PageResult(ref=None, status=Status.OK, markdown="late"))
     reply.fail(RuntimeError("and again"))
     assert landed == [1] and future.cancelled()
+
+
+def test_a_page_refused_as_the_converter_closes_says_so_not_a_temporary_path(tmp_path):
+    """bytes spilled to the converter's temporary folder, then close() removes it before the page is read:
+    the future fails with ConverterClosedError, never with the temporary file's path as its error."""
+    from ocrbatch.errors import ConverterClosedError
+
+    conv = Converter(engine="fake")
+    conv.check()
+    conv.close()
+    gone = tmp_path / "ocrbatch-api-x" / "tmp1234"  # as _spill names them; removed with the folder
+    future = conv._submit_file(gone, "<bytes>", None, "interactive")
+    with pytest.raises(ConverterClosedError, match="closed"):
+        future.result(timeout=10)

@@ -42,15 +42,21 @@ def one_error_line(p: subprocess.CompletedProcess, *words: str) -> None:
 
 @pytest.mark.parametrize("what", ["fifo", "full", "null", "folder"])
 def test_a_metrics_file_that_is_not_a_regular_file_is_refused_unopened(docs, tmp_path, what):
-    path = {"full": Path("/dev/full"), "null": Path("/dev/null"), "folder": tmp_path}.get(what, tmp_path / "m.prom")
+    """Devices are reached through a link in the test's folder: were the check broken (the mutation table
+    breaks it on purpose), a run as root would replace the link, never /dev/null itself."""
+    path = tmp_path / "m.prom"
     if what == "fifo":
         os.mkfifo(path)
-    if not path.exists():
-        pytest.skip(f"{path} is not on this system")
+    elif what == "folder":
+        path.mkdir()
+    else:
+        if not Path(f"/dev/{what}").exists():
+            pytest.skip(f"/dev/{what} is not on this system")
+        path.symlink_to(f"/dev/{what}")
     p = cli("convert", str(docs), "-o", str(tmp_path / "out"), "--engine", "fake", "--metrics-file", str(path))
     assert p.returncode == 2
     one_error_line(p, "--metrics-file", str(path), "not a regular file")
-    assert not path.is_file()  # never replaced by a regular file
+    assert not path.is_file() and (what in ("fifo", "folder") or path.is_symlink())  # never replaced
 
 
 @pytest.mark.parametrize("what", ["fifo", "zero", "folder"])

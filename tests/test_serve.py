@@ -930,14 +930,20 @@ def test_a_trickled_body_is_cut_at_the_whole_bodys_deadline(strict):
     until(lambda: strict.metric("ocrbatch_queue_used") == 0, "its slot to be freed")
 
 
-@pytest.mark.parametrize("args, words", [(("--max-upload-mb", "inf"), "--max-upload-mb"),
-                                         (("--max-upload-mb", "1e308"), "--max-upload-mb"),
-                                         (("--max-upload-mb", "nan"), "--max-upload-mb"),
-                                         (("--host", ""), "--host")])
-def test_settings_a_server_cannot_use_are_refused_at_start(args, words):
-    p = serve_exit("--engine", "fake", *args)
-    assert p.returncode == 2 and words in p.stderr and "serving on" not in p.stderr, p.stderr
+def test_settings_a_server_cannot_use_are_refused_at_start():
+    from ocrbatch import config
+    from ocrbatch.errors import UsageError
+    from ocrbatch.serve.config import ServeConfig
+
+    p = serve_exit("--engine", "fake", "--max-upload-mb", "inf")
+    assert p.returncode == 2 and "--max-upload-mb" in p.stderr and "serving on" not in p.stderr, p.stderr
     assert "Traceback" not in p.stderr
+    for given in ({"max_upload_mb": 1e308}, {"max_upload_mb": float("nan")}, {"host": ""}, {"host": " "}):
+        # in-process: a server never listens on every interface, even when the check is broken on purpose
+        with pytest.raises(UsageError, match=next(iter(given)).replace("_", "-")):
+            config.settle(config.SERVE, given)
+        with pytest.raises(UsageError):
+            ServeConfig(**given)
 
 
 def test_accept_is_read_by_the_http_rules(server):

@@ -135,7 +135,7 @@ def test_an_input_named_like_the_manifest_is_converted_and_resumed(tmp_path):
 
 def test_a_document_named_as_long_as_allowed_gets_its_joined_file(tmp_path):
     docs = tmp_path / "docs"
-    name = "d" * 251 + ".pdf"  # 255 bytes: its pages' folder fits, KEY.md would not without shortening
+    name = "d" * 255  # a PDF by its content, no suffix: its pages' folder fits, KEY.md would not unshortened
     save_pdf(docs / name, [draw_page("one", size=(300, 200)), draw_page("two", size=(300, 200))])
     out = tmp_path / "out"
     p = cli("convert", str(docs), "-o", str(out), "--engine", "fake", "--join")
@@ -146,7 +146,7 @@ def test_a_document_named_as_long_as_allowed_gets_its_joined_file(tmp_path):
 
 def test_debug_layout_never_changes_a_pages_result_and_fits_long_names(tmp_path):
     docs = tmp_path / "docs"
-    write_pdf(docs / ("t" * 237 + ".pdf"), [article_page()])  # 241 bytes, a text layer
+    write_pdf(docs / ("t" * 241 + ".pdf"), [article_page()])  # 245 bytes, a text layer: NAME-page-0001.png 259
     results = {}
     for run, extra in (("plain", ()), ("debug", ("--debug-layout", str(tmp_path / "dbg")))):
         out = tmp_path / run

@@ -971,3 +971,47 @@ def test_a_non_ascii_token_matches_what_curl_sends(tmp_path):
         assert httpx.post(srv.url + "/v1/convert", content=png("x"), headers=wrong, timeout=60).status_code == 401
     finally:
         assert srv.stop() == 0
+
+
+def test_a_submit_that_ends_after_its_client_left_gives_back_every_slot_it_took():
+    """The client leaves while its pages' submit runs on a thread, and the upload is removed under that
+    submit: it returns one failed result for a chunk of two pages. Both slots the chunk took come back."""
+    import asyncio
+    import threading
+    from concurrent.futures import Future
+
+    from ocrbatch.serve.limits import PageSlots
+    from ocrbatch.serve.pages import convert_pages
+
+    under_way, release = threading.Event(), threading.Event()
+
+    class Conv:
+        def submit(self, path, priority, pages, name):
+            under_way.set()
+            release.wait(60)
+            future: Future = Future()
+            future.set_result(None)  # the file was gone: one result for the whole chunk
+            return future
+
+        def cancel(self, futures):
+            return sum(f.cancel() for f in futures)
+
+    async def scenario() -> int:
+        slots = PageSlots(4)
+        ticket = slots.admit()
+        pages = convert_pages(Conv(), ticket, Path("gone.pdf"), "gone.pdf", [1, 2, 3], "interactive", 2,
+                              lambda n: None)
+        step = asyncio.ensure_future(anext(pages))
+        while not under_way.is_set():
+            await asyncio.sleep(0.01)
+        assert slots.used == 2  # the request's slot and one more: a chunk of two pages
+        step.cancel()  # the client left
+        await asyncio.gather(step, return_exceptions=True)
+        release.set()
+        for _ in range(3000):  # bounded: the late submit's callback comes on the loop
+            if slots.used == 0:
+                break
+            await asyncio.sleep(0.01)
+        return slots.used
+
+    assert asyncio.run(scenario()) == 0

@@ -136,7 +136,8 @@ def test_an_input_named_like_the_manifest_is_converted_and_resumed(tmp_path):
 def test_a_document_named_as_long_as_allowed_gets_its_joined_file(tmp_path):
     docs = tmp_path / "docs"
     name = "d" * 255  # a PDF by its content, no suffix: its pages' folder fits, KEY.md would not unshortened
-    save_pdf(docs / name, [draw_page("one", size=(300, 200)), draw_page("two", size=(300, 200))])
+    save_pdf(docs / "d.pdf", [draw_page("one", size=(300, 200)), draw_page("two", size=(300, 200))]).rename(
+        docs / name)
     out = tmp_path / "out"
     p = cli("convert", str(docs), "-o", str(out), "--engine", "fake", "--join")
     assert p.returncode == 0 and "too long" not in p.stderr, p.stderr

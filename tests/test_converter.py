@@ -276,3 +276,24 @@ def test_a_page_refused_as_the_converter_closes_says_so_not_a_temporary_path(tmp
     future = conv._submit_file(gone, "<bytes>", None, "interactive")
     with pytest.raises(ConverterClosedError, match="closed"):
         future.result(timeout=10)
+
+
+def test_a_page_taken_as_close_runs_is_answered_or_refused_never_left():
+    """close() comes in the middle of a submit (after its checks, before its page is queued): the page's future
+    is resolved at once, not queued behind the decode pools' end where nothing would ever run it."""
+    from PIL import Image
+
+    from ocrbatch.errors import ConverterClosedError
+
+    conv = Converter(engine="fake")
+    conv.check()
+    watch = conv._watch_decoding
+
+    def close_meanwhile() -> None:  # runs inside submit, between its checks and the page's queueing
+        watch()
+        conv.close()
+
+    conv._watch_decoding = close_meanwhile
+    future = conv.submit(Image.new("RGB", (40, 40), "white"))
+    with pytest.raises(ConverterClosedError):
+        future.result(timeout=30)

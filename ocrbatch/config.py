@@ -275,7 +275,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("header_timeout_s", "float", 10.0, "A request's headers must be in within this, from its first byte; "
            "else the connection is closed.", frozenset({SERVE}), metavar="SECONDS",
            check=lambda v: None if v > 0 else "must be positive"),
-    Option("body_timeout_s", "float", 30.0, "The longest pause inside an upload's body; then 408.",
+    Option("body_timeout_s", "float", 30.0, "The longest pause inside an upload's body, and the time a whole body may "
+           "take beyond its bytes at 10 KB/s; then 408.",
            frozenset({SERVE}), metavar="SECONDS", check=lambda v: None if v > 0 else "must be positive"),
     # -- both commands -----------------------------------------------------------------------------------
     Option("quiet", "switch", False, "Print only errors.", frozenset({RUN, SERVE}), short=("-q",)),

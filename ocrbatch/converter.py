@@ -34,7 +34,8 @@ Public API (everything a server needs; names are stable):
   number of threads; pages of every caller share batches (an asyncio server awaits them with
   `asyncio.wrap_future`). A page that cannot be read, decoded or converted resolves to a PageResult with
   status `failed` and `message` the CLI's one-line error (file, page, why); a future raises only when the
-  engine cannot run at all (EngineLoadError) or the converter was closed. A file is read afresh by each
+  engine cannot run at all (EngineLoadError) or the converter was closed (ConverterClosedError: when
+  `close()` returns, every future it ever returned is resolved). A file is read afresh by each
   call (a changed file is never served from an earlier one).
 - `cancel(futures)` (or `Future.cancel()` on each): a page whose batch has not started is dropped and its
   buffers freed; returns how many were cancelled. For a client that went away.

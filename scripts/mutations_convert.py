@@ -146,7 +146,7 @@ CONVERT = [
              "        self._taken: set[str] = set(RESERVED)", "        self._taken: set[str] = set()",
              (_H + "test_an_input_named_like_the_manifest_is_converted_and_resumed",),
              "an input named manifest.jsonl.pdf collides with the manifest"),
-    Mutation("join-name-no-room", "ocrbatch/pipeline/names.py",
+    Mutation("join-name-no-room", "ocrbatch/records.py",
              "    ext = b\".md\"\n", "    ext = b\"\" if multipage else b\".md\"\n",
              (_H + "test_a_document_named_as_long_as_allowed_gets_its_joined_file",),
              "--join's document of a 255-byte name is not written, exit 0"),

@@ -205,6 +205,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("reread_below", "float", 0.95, "rapidocr --model-size auto or tiny: a line the tiny recognizer scores "
            "under this (0-1) is read again with the small one, and the better reading kept (0: none, 1: every "
            "line).", ENGINE_FLAG, metavar="SCORE", least=0.0, most=1.0),
+    Option("int8", "switch", False, "rapidocr: read lines with static int8 copies of the recognizers, built from the "
+           "wheel's models at first use (needs the onnx package; cached under ~/.cache/ocrbatch/int8). Opt-in: "
+           "faster on CPUs with VNNI, but reads fewer words right (ocrbatch doctor says which runs).", ENGINE_FLAG),
     Option("keep_furniture", "switch", False, "Keep running heads and feet, page numbers and margin stamps (left "
            "out by default; rapidocr and PDF text layers).", ENGINE_FLAG),
     Option("debug_layout", "path", None, "Write a picture of each page's layout here: its blocks, their kinds and "
@@ -347,6 +350,7 @@ class EngineOptions:
     schedule: str = _default("schedule")  # continuous: rows leave and join between decoding steps; static: batches
     model_size: str = _default("model_size")  # rapidocr: auto (the cascade), small, or tiny (engines/rapid.py)
     reread_below: float = _default("reread_below")  # rapidocr's cascade: lines scored under it are read again
+    int8: bool = _default("int8")  # rapidocr: static int8 copies of the recognizers (engines/int8.py)
     keep_furniture: bool = _default("keep_furniture")  # keep running heads and feet, page numbers, margin stamps
     backend: str = _default("backend")  # deepseek-ocr2: transformers or vllm (engines/registry.py: _BACKENDS)
     debug_layout: Path | None = _default("debug_layout")  # a folder: a picture of each page's layout

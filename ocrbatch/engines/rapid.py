@@ -110,7 +110,10 @@ class RapidOcrEngine(Engine):
             self._det = ppocr.session(models / ppocr.MODELS[det][0])
             self.variant = "int8" if self.options.int8 else "float32"
             self._rec = self._recognizer(models, rec)
-            self._reread = None if reread is None else self._recognizer(models, reread)
+            # at --reread-below 0 no line is read again: the second recognizer is not even loaded
+            self._cascade = reread is not None
+            self._reread = None if reread is None or self.options.reread_below <= 0 else \
+                self._recognizer(models, reread)
         except EngineLoadError:
             raise
         except Exception as exc:  # onnxruntime raises its own types for unreadable models
@@ -297,7 +300,7 @@ class RapidOcrEngine(Engine):
         lines = lines_from_quads(quads, [t for _, t, _ in kept], [s for _, _, s in kept], w, h)
         turn = _CLOCKWISE.get(page.turn, 0)
         confidence = recognizer([s for _, _, s in kept], [len(t) for _, t, _ in kept],
-                                reread=len(page.reread) if self._reread is not None else None)
+                                reread=len(page.reread) if self._cascade else None)
         info: dict[str, Any] = {"path": "ocr", "lines": len(lines), "confidence": confidence.as_dict()}
         if turn:
             info["rotated"] = turn

@@ -63,9 +63,20 @@ def test_the_threshold_is_honoured_at_0_and_at_1(engines):
     page = hard_page(HARD_TEXT, **HARD_DRAWN)
     none = _read(engines(model_size="auto", reread_below=0.0), page)[0]
     every = _read(engines(model_size="auto", reread_below=1.0), page)[0]
+    assert engines(model_size="auto", reread_below=0.0).device_facts()["reread_by"] is None  # not even loaded
+    assert engines(model_size="auto", reread_below=1.0).device_facts()["reread_by"] == "small"
     assert none.info["confidence"]["reread"] == 0
     assert every.info["confidence"]["reread"] == every.info["confidence"]["lines"] == 2
     assert "reread" not in _read(engines(model_size="small"), page)[0].info["confidence"]  # no cascade, no count
+
+
+def test_at_0_no_line_is_read_again_and_at_1_every_line_even_a_sure_or_odd_one():
+    from ocrbatch.engines.rapid import needs_second_reading
+
+    sure, unsure, odd = ("Plain words", 1.0), ("Plain words", 0.5), ("Plain 漢字 words", 0.99)
+    assert [needs_second_reading(t, s, 0.0) for t, s in (sure, unsure, odd)] == [False, False, False]
+    assert [needs_second_reading(t, s, 1.0) for t, s in (sure, unsure, odd)] == [True, True, True]
+    assert [needs_second_reading(t, s, 0.98) for t, s in (sure, unsure, odd)] == [False, True, True]
 
 
 def test_a_failure_in_the_second_model_fails_only_its_page(engines):

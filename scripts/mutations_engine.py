@@ -46,13 +46,14 @@ ENGINE = [
              "        return isinstance(want, str)",
              (_Q + "test_a_damaged_or_half_written_cache_file_is_rebuilt_never_loaded",),
              "a damaged int8 file in the cache is loaded"),
-    Mutation("int8-rebuilt-every-time", "ocrbatch/engines/int8.py",
-             "    if is_valid(target):\n        return target, False\n    target.parent.mkdir",
-             "    target.parent.mkdir", (_Q + "test_built_once_from_the_wheels_model_and_it_reads",),
-             "the int8 models are quantized again on every start"),
-    Mutation("int8-build-unlocked", "ocrbatch/engines/int8.py",
-             "        if is_valid(target):  # another process built it while this one waited\n"
+    Mutation("int8-built-every-time", "ocrbatch/engines/int8.py",
+             "        if is_valid(target):  # built before, or by another process while this one waited\n"
              "            return target, False\n", "",
+             (_Q + "test_built_once_from_the_wheels_model_and_it_reads",
+              _Q + "test_two_processes_building_at_once_both_end_with_the_same_file"),
+             "the int8 models are quantized again on every start, and two processes starting at once both build"),
+    Mutation("int8-build-unlocked", "ocrbatch/engines/int8.py",
+             "    with _locked(target.with_suffix(\".lock\")):", "    with open(os.devnull):",
              (_Q + "test_two_processes_building_at_once_both_end_with_the_same_file",),
              "two processes that start at once both build, and one's file replaces the other's under it"),
 ]

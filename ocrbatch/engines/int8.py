@@ -80,11 +80,9 @@ def int8_model(source: Path, folder: Path | None = None,
     there (half-written, damaged, a sidecar that does not match) is built again. Int8Unavailable when it
     cannot be built."""
     target = cached_path(source, folder)
-    if is_valid(target):
-        return target, False
     target.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(target.with_suffix(".lock")):
-        if is_valid(target):  # another process built it while this one waited
+    with _locked(target.with_suffix(".lock")):  # checked under the lock: never while another writes it
+        if is_valid(target):  # built before, or by another process while this one waited
             return target, False
         _write_atomic(target, lambda tmp: (build or quantize_recognizer)(source, tmp))
         digest = file_sha256(target)

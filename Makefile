@@ -44,8 +44,9 @@ test: $(VENV)/.test
 test-vllm: $(VLLM_VENV)/.test
 	$(VBIN)/python -m pytest -q tests/backend_vllm
 
+# the speed/accuracy frontier beside tesseract (about 15 min on 2 cores); make bench BENCH_ARGS=--quick: about 5
 bench: $(VENV)/.test
-	$(BIN)/python scripts/bench.py
+	$(BIN)/python scripts/bench.py $(BENCH_ARGS)
 
 # kill -9 at 20 random moments, rerun, check each rerun ends like a clean run (a few minutes)
 soak: $(VENV)/.base

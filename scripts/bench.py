@@ -370,6 +370,7 @@ def main(argv: list[str] | None = None) -> int:
             if has_tesseract:
                 t_wall, t_out = tesseract(pages, workdir / "tesseract")  # type: ignore[misc]
                 tess_walls.append(t_wall)
+                print(f"  timed: tesseract {t_wall:.1f} s", file=sys.stderr, flush=True)
                 if tess_figures is None:
                     tess_figures, _ = score(a.dev, t_out)
 
@@ -380,6 +381,7 @@ def main(argv: list[str] | None = None) -> int:
             row = rows[label]
             row["walls"].append(wall)
             row["rss"], row["code"], row["dev_out"] = max(row["rss"], rss), code, out
+            print(f"  timed: {label} {wall:.1f} s (exit {code})", file=sys.stderr, flush=True)
         time_tesseract()
         for label, flags in profiles:  # accuracy on the stress set (not timed)
             out = keep / "stress" / _slug(label)

@@ -33,7 +33,7 @@ class Confidence:
     lines: int | None = None  # lines kept on the page
     mean: float | None = None  # their mean score
     low_lines: int | None = None  # of which scored under LOW_LINE
-    reread: int | None = None  # rapidocr's cascade (--model-size auto, tiny): lines read again by the accurate recognizer
+    reread: int | None = None  # rapidocr's cascade (--model-size auto, tiny): lines read again by the small recognizer
     # tokens
     tokens: int | None = None  # tokens generated (the end token not counted)
     mean_logprob: float | None = None

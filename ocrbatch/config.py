@@ -363,7 +363,7 @@ class EngineOptions:
     page_lengths: tuple[tuple[str, int], ...] = ()  # benchmarks: (file name, tokens) each page ends after
 
 
-MODEL_SIZES = OPTION["model_size"].choices  # --model-size (rapid.py also knows bench-only mixes)
+MODEL_SIZES = OPTION["model_size"].choices  # --model-size (engines/rapid.py: PROFILES)
 
 
 def available_cpus() -> int:

@@ -13,10 +13,7 @@ ENGINE = [
              (_K + "test_a_line_the_fast_model_is_unsure_of_is_read_again_and_the_better_reading_kept",),
              "a line the fast recognizer is unsure of keeps its wrong reading"),
     Mutation("cascade-keeps-first-reading", "ocrbatch/engines/rapid.py",
-             "    \"\"\"The reading of a line the page keeps, of the fast recognizer's and the accurate one's.\"\"\"\n"
-             "    return second",
-             "    \"\"\"The reading of a line the page keeps, of the fast recognizer's and the accurate one's.\"\"\"\n"
-             "    return first",
+             "    scale.\"\"\"\n    return second", "    scale.\"\"\"\n    return first",
              (_K + "test_a_line_the_fast_model_is_unsure_of_is_read_again_and_the_better_reading_kept",),
              "the accurate reading of an unsure line is thrown away"),
     Mutation("cascade-threshold-1-not-all", "ocrbatch/engines/rapid.py",

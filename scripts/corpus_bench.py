@@ -1,22 +1,27 @@
 #!/usr/bin/env python3
-"""`make bench`: speed and accuracy of `ocrbatch convert` on the development corpus and the stress set.
+"""`make bench`: the embedded engine's speed/accuracy frontier, beside tesseract, in one sitting.
 
-Prints, for ../shared/bench/dev (its pages/ and pdfs/ folders):
-- pages/s of `ocrbatch convert` run as a subprocess into a fresh output folder, and its peak RSS;
-- tesseract 5 on the same pages in the same sitting (`tesseract PAGE -`, 2 parallel jobs, PDF pages
-  rasterized at 150 dpi beforehand) and the speed ratio ocrbatch ÷ tesseract, with tesseract's CER;
-  then `convert --model-size tiny` timed the same way, with its own ratio;
-- the same engine called in a tight loop on pages decoded beforehand, and the overhead ratio
-  (convert wall time ÷ loop time: what the pipeline, process start and model load cost on top);
-- score.py's CER, WER and bag-of-words F1, overall and per kind of page (from dev/MANIFEST.tsv);
-- for each model size (`--sizes`), the engine alone on the dev corpus and on the layout stress set
-  (bench/stress, rendered at 150 dpi): pages/s, CER and BoW-F1; the stress set per kind for the
-  default size, and any stress page that came out with a pipe table its MANIFEST does not expect
-  (prose written as a table).
-- peak RSS converting a 100-page and a 2,000-page image-only PDF with `--engine fake --text-layer off`
-  (memory must not grow with the page count: the 2,000-page figure should stay within 1.2x the 100-page one).
+For each profile (a set of `convert` flags: `auto`, the default cascade; `tiny`; tiny alone; `small`; int8
+copies), on ../shared/bench/dev (its pages/ and pdfs/ folders) and the layout stress set (bench/stress,
+rendered at 150 dpi), prints one row:
 
-Timings on a shared machine are noisy: `--repeat N` runs each timing N times and keeps the best.
+    profile   pages/s   × tesseract   dev CER   dev BoW-F1   stress CER   lines re-read   peak RSS
+
+- pages/s: `ocrbatch convert` run as a subprocess into a fresh output folder on the dev corpus (process
+  start and model load included), timed in ABBA order with tesseract 5 (`tesseract PAGE -`, 2 jobs, PDF
+  pages rasterized at 150 dpi beforehand): tesseract, every profile, every profile again in reverse order,
+  tesseract. Each ratio is (tesseract's mean time) / (the profile's mean time), so a machine shared with
+  other work moves both alike. Timings are noisy on a shared machine; accuracy figures are deterministic.
+- dev CER / BoW-F1 and stress CER: ../shared/bench/score.py on the profile's Markdown.
+- lines re-read: the share of the page lines the cascade's second recognizer read again (from the
+  manifest's info.confidence.reread), on dev and stress together.
+- peak RSS: the largest of the profile's convert runs (Linux ru_maxrss).
+
+Then, for the default profile: score.py's figures per kind of page on dev and on the stress set, stress pages
+with a pipe table their MANIFEST does not expect, and the peak RSS converting a 100-page and a 2,000-page
+image-only PDF with `--engine fake` (memory must not grow with the page count). `--quick` (about 5 minutes on 2
+cores): the default and the fastest profile only, one pass each (A-B-A), no page-count RSS. `--layout` adds the
+layout stages' share of the engine's CPU time.
 """
 
 from __future__ import annotations
@@ -35,17 +40,26 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DEV = ROOT.parent / "shared" / "bench" / "dev"
 STRESS = ROOT / "bench" / "stress"
-# --model-size values measured; "tiny-rec" (small detector, tiny recognizer) exists for this table only
-SIZES = ("tiny", "tiny-rec", "small")
-DEFAULT_SIZE = "small"  # EngineOptions.model_size: what `convert` (and the tesseract ratio) runs
-CONVERT_SIZES = ("small", "tiny")  # what `convert --model-size` accepts (ocrbatch.config.MODEL_SIZES)
+# The frontier's profiles: (label, `convert` flags). The first is the default; --quick runs the first QUICK.
+PROFILES = (
+    ("auto (default)", []),
+    ("tiny alone", ["--model-size", "tiny", "--reread-below", "0"]),
+    ("tiny", ["--model-size", "tiny"]),
+    ("small", ["--model-size", "small"]),
+    ("auto int8", ["--int8"]),
+    ("small int8", ["--model-size", "small", "--int8"]),
+)
+QUICK = 2
+DEFAULT_SIZE = "auto"  # EngineOptions.model_size (--layout reads with it)
 
 
-def convert(dev: Path, out: Path, engine: str, extra: list[str]) -> tuple[float, int, int]:
-    """Run `ocrbatch convert`; (wall seconds, exit code, peak RSS in bytes)."""
+def convert(dev: Path, out: Path, engine: str, extra: list[str],
+            inputs: list[Path] | None = None) -> tuple[float, int, int]:
+    """Run `ocrbatch convert` on dev's pages/ and pdfs/ (or `inputs`); (wall seconds, exit code, peak RSS in
+    bytes)."""
     if out.exists():
         shutil.rmtree(out)
-    cmd = [sys.executable, "-m", "ocrbatch", "convert", str(dev / "pages"), str(dev / "pdfs"),
+    cmd = [sys.executable, "-m", "ocrbatch", "convert", *map(str, inputs or [dev / "pages", dev / "pdfs"]),
            "-o", str(out), "--engine", engine, "-q", *extra]
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=ROOT)
@@ -216,25 +230,6 @@ def prose_tables(out: Path) -> tuple[list[str], list[str]]:
     return unexpected, missing
 
 
-def engine_loop(images: list, engine_name: str, batch: int) -> float:
-    """Seconds for the engine alone to read `images`, `batch` pages per call (model load excluded)."""
-    sys.path.insert(0, str(ROOT))
-    from ocrbatch.config import EngineOptions
-    from ocrbatch.engines import registry
-    from ocrbatch.records import PageImage
-
-    engine = registry.create(engine_name, EngineOptions())
-    engine.load("cpu")
-    try:
-        pages = [PageImage(ref=None, image=im) for im in images]  # type: ignore[arg-type]
-        t0 = time.perf_counter()
-        for i in range(0, len(pages), batch):
-            engine.infer(pages[i:i + batch])
-        return time.perf_counter() - t0
-    finally:
-        engine.close()
-
-
 def image_only_pdf(path: Path, pages: int) -> Path:
     """A scanned-looking PDF: every page one JPEG image, no text layer, each page different."""
     from PIL import Image, ImageDraw
@@ -290,17 +285,48 @@ def score(dev: Path, out: Path, truth: Path | None = None) -> tuple[dict, str]:
     return figures, run.stdout.strip().splitlines()[-1]
 
 
+def reread_share(out: Path) -> tuple[int, int]:
+    """(lines read again, lines) over the pages of a convert's manifest (0, 0 without a cascade)."""
+    again = lines = 0
+    manifest = out / "manifest.jsonl"
+    for line in manifest.read_text(encoding="utf-8").splitlines() if manifest.exists() else []:
+        conf = (json.loads(line).get("info") or {}).get("confidence") or {}
+        if conf.get("reread") is not None:
+            again += conf["reread"]
+            lines += max(conf.get("lines") or 0, conf["reread"])
+    return again, lines
+
+
+def warm_int8(profiles: list[tuple[str, list[str]]]) -> None:
+    """Build the int8 models before any timing (the first use builds them, once per machine)."""
+    if any("--int8" in flags for _, flags in profiles):
+        code = ("from ocrbatch.engines import int8, ppocr\n"
+                "for size in ('tiny', 'small'):\n"
+                "    int8.int8_model(ppocr.model_dir() / ppocr.MODELS[size][1])\n")
+        subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=False, capture_output=True)
+
+
+def cpu_model() -> str:
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return "unknown CPU"
+    name = next((l.split(":", 1)[1].strip() for l in info.splitlines() if l.startswith("model name")), "unknown CPU")
+    isa = "AVX-512 VNNI" if "avx512_vnni" in info else "AVX-512" if "avx512f" in info else \
+        "AVX2" if "avx2" in info else "no AVX2"
+    return f"{name} ({isa})"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dev", type=Path, default=DEFAULT_DEV, help="corpus folder (pages/, pdfs/, truth/)")
     ap.add_argument("--engine", default="rapidocr")
-    ap.add_argument("--repeat", type=int, default=1, help="time each step N times, keep the best")
-    ap.add_argument("--batch", type=int, default=8, help="pages per engine call in the tight loop")
-    ap.add_argument("--no-loop", action="store_true", help="skip the tight engine loop (no overhead ratio)")
-    ap.add_argument("--keep", type=Path, help="write the Markdown here instead of a temporary folder")
-    ap.add_argument("--sizes", default=",".join(SIZES),
-                    help=f"model sizes to compare on dev and stress (default {','.join(SIZES)}; empty: none)")
-    ap.add_argument("--no-tesseract", action="store_true", help="skip the tesseract comparison")
+    ap.add_argument("--quick", action="store_true",
+                    help=f"the first {QUICK} profiles, one pass each (A-B-A), no page-count RSS (about 5 minutes)")
+    ap.add_argument("--profiles", help="labels of the profiles to run, comma-separated (default: all; "
+                    + "; ".join(f"{label}: {' '.join(flags) or 'no flags'}" for label, flags in PROFILES) + ")")
+    ap.add_argument("--keep", type=Path, help="keep the Markdown here instead of a temporary folder")
+    ap.add_argument("--layout", action="store_true", help="also the layout stages' share of the engine's CPU time")
     ap.add_argument("--rss-only", action="store_true", help="only the peak RSS by page count (no corpus needed)")
     ap.add_argument("--no-rss", action="store_true", help="skip the peak RSS by page count (about 2 minutes)")
     ap.add_argument("--make-pdf", nargs=2, metavar=("PATH", "PAGES"), help=argparse.SUPPRESS)
@@ -318,94 +344,115 @@ def main(argv: list[str] | None = None) -> int:
     if not (a.dev / "truth").is_dir():
         print(f"bench: no corpus at {a.dev}", file=sys.stderr)
         return 2
+    profiles = list(PROFILES[:QUICK] if a.quick else PROFILES)
+    if a.profiles:
+        wanted = [w.strip() for w in a.profiles.split(",")]
+        profiles = [p for p in PROFILES if p[0] in wanted or p[0].split(" (")[0] in wanted]
+    if a.engine != "rapidocr":
+        profiles = [(a.engine, [])]
 
     n_pages = sum(1 for _ in (a.dev / "truth").rglob("*.txt"))
-    print(f"ocrbatch bench: {n_pages} pages of {a.dev} (pages/, pdfs/), engine {a.engine}, "
-          f"{os.cpu_count()} CPUs, best of {a.repeat}")
+    print(f"make bench: {n_pages} pages of {a.dev} (pages/, pdfs/) and bench/stress, engine {a.engine}, "
+          f"{os.cpu_count()} CPUs: {cpu_model()}", flush=True)
     workdir = Path(tempfile.mkdtemp(prefix="ocrbatch-bench-"))
-    out = a.keep or workdir / "out"
+    keep = a.keep or workdir
+    rows: dict[str, dict[str, Any]] = {label: {"walls": [], "rss": 0} for label, _ in profiles}
+    tess_walls: list[float] = []
+    tess_figures: dict | None = None
     try:
-        runs = [convert(a.dev, out, a.engine, extra) for _ in range(a.repeat)]
-        wall = min(r[0] for r in runs)
-        rss = max(r[2] for r in runs)
-        print(f"convert      {wall:7.1f} s   {n_pages / wall:5.2f} pages/s   peak RSS {rss / 2**20:.0f} MiB"
-              f"   exit {runs[-1][1]}   (default settings: model size {DEFAULT_SIZE})")
         pages = named_pages(a.dev, 150)
-        tess_figures = None
-        if not a.no_tesseract:
-            tess = tesseract(pages, workdir / "tesseract")
-            if tess is None:
-                print("tesseract    not installed: no speed ratio")
-            else:
-                t_wall, t_out = tess
-                tess_figures, _ = score(a.dev, t_out)
-                print(f"tesseract    {t_wall:7.1f} s   {len(pages) / t_wall:5.2f} pages/s   (tesseract PAGE -, 2 jobs, OMP_THREAD_LIMIT=1, "
-                      f"CER {tess_figures['overall']['cer']:.4f})")
-                print(f"speed ratio  {t_wall / wall:7.2f}x tesseract (ocrbatch convert pages/s / tesseract pages/s)")
-                # the other user-facing model sizes, timed the same way in the same sitting
-                for size in (s for s in a.sizes.split(",") if s in CONVERT_SIZES and s != DEFAULT_SIZE):
-                    s_wall = min(convert(a.dev, workdir / f"convert-{size}", a.engine,
-                                         [*extra, "--model-size", size])[0] for _ in range(a.repeat))
-                    print(f"convert --model-size {size}: {s_wall:.1f} s   {n_pages / s_wall:5.2f} pages/s   "
-                          f"speed ratio {t_wall / s_wall:.2f}x tesseract")
-        if not a.no_loop:
-            images = [im for _, im in pages]
-            loop = min(engine_loop(images, a.engine, a.batch) for _ in range(a.repeat))
-            print(f"engine loop  {loop:7.1f} s   {len(images) / loop:5.2f} pages/s   "
-                  f"overhead ratio {wall / loop:.2f} (convert wall / engine loop)")
-        figures, last = score(a.dev, out)
-        sizes = [s for s in a.sizes.split(",") if s] if a.engine == "rapidocr" else []
-        size_rows, stress_default = [], None
-        if sizes:
-            stress = stress_pages(workdir)
-            for size in sizes:
-                dev_out, st_out = workdir / f"dev-{size}", workdir / f"stress-{size}"
-                dev_s = read_all(pages, size, dev_out, a.batch, f"{size} dev")
-                st_s = read_all(stress, size, st_out, a.batch, f"{size} stress")
-                d, _ = score(a.dev, dev_out)
-                st, _ = score(a.dev, st_out, STRESS / "truth")
-                size_rows.append((size, len(pages) / dev_s, d["overall"], len(stress) / st_s, st["overall"]))
-                if size == DEFAULT_SIZE or stress_default is None:
-                    stress_default = (size, st, prose_tables(st_out))
-        if not a.no_rss:  # in a fresh process: this one holds decoded pages and an engine by now
+        stress = stress_pages(workdir)  # renders bench/stress into workdir/stress-png
+        warm_int8(profiles)
+        has_tesseract = shutil.which("tesseract") is not None
+
+        def time_tesseract() -> None:
+            nonlocal tess_figures
+            if has_tesseract:
+                t_wall, t_out = tesseract(pages, workdir / "tesseract")  # type: ignore[misc]
+                tess_walls.append(t_wall)
+                print(f"  timed: tesseract {t_wall:.1f} s", file=sys.stderr, flush=True)
+                if tess_figures is None:
+                    tess_figures, _ = score(a.dev, t_out)
+
+        time_tesseract()
+        for label, flags in profiles + ([] if a.quick else profiles[::-1]):  # A B C ... C B A
+            out = keep / "dev" / _slug(label)
+            wall, code, rss = convert(a.dev, out, a.engine, [*flags, *extra])
+            row = rows[label]
+            row["walls"].append(wall)
+            row["rss"], row["code"], row["dev_out"] = max(row["rss"], rss), code, out
+            print(f"  timed: {label} {wall:.1f} s (exit {code})", file=sys.stderr, flush=True)
+        time_tesseract()
+        for label, flags in profiles:  # accuracy on the stress set (not timed)
+            out = keep / "stress" / _slug(label)
+            convert(a.dev, out, a.engine, [*flags, *extra], inputs=[workdir / "stress-png"])
+            rows[label]["stress_out"] = out
+        for label, _ in profiles:
+            row = rows[label]
+            row["dev"], row["dev_last"] = score(a.dev, row["dev_out"])
+            row["stress"], _ = score(a.dev, row["stress_out"], STRESS / "truth")
+            d_again, d_lines = reread_share(row["dev_out"])
+            s_again, s_lines = reread_share(row["stress_out"])
+            row["reread"] = (d_again + s_again) / (d_lines + s_lines) if d_lines + s_lines else None
+        if a.layout:
+            read_all(pages, DEFAULT_SIZE, workdir / "layout-dev", 8, f"{DEFAULT_SIZE} dev")
+            read_all(stress, DEFAULT_SIZE, workdir / "layout-stress", 8, f"{DEFAULT_SIZE} stress")
+        if not (a.no_rss or a.quick):  # in a fresh process: this one holds decoded pages by now
             sys.stdout.flush()
             subprocess.run([sys.executable, __file__, "--rss-only"], check=False)
+        print_frontier(profiles, rows, tess_walls, n_pages, tess_figures)
+        default_label = profiles[0][0]
+        default = rows[default_label]
+        print_kinds(f"dev corpus, {default_label}", default["dev"])
+        print(default["dev_last"])
+        print_kinds(f"stress set (bench/stress, 150 dpi), {default_label}", default["stress"])
+        print_old_new(default["stress"])
+        unexpected, missing = prose_tables(default["stress_out"])
+        print(f"pages with a table they should not have (prose as table): {', '.join(unexpected) or 'none'}; "
+              f"real tables not found: {', '.join(missing) or 'none'}")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+    if LAYOUT_CPU:
+        print(f"\n{'layout (all stages), CPU':26s} {'ms/page':>8s} {'engine ms/page':>15s} {'share':>6s}  "
+              "(goal: at most 5%)")
+        for label, (lay, eng, n) in LAYOUT_CPU.items():
+            print(f"{label:26s} {1000 * lay / max(1, n):8.1f} {1000 * eng / max(1, n):15.0f} "
+                  f"{100 * lay / max(1e-9, eng):5.1f}%")
+    return 0
 
-    print(f"\n{'kind':30s} {'pages':>5s} {'CER':>7s} {'WER':>7s} {'BoW-F1':>7s}")
+
+def _slug(label: str) -> str:
+    return label.split(" (")[0].replace(" ", "-")
+
+
+def print_frontier(profiles, rows, tess_walls: list[float], n_pages: int, tess_figures: dict | None) -> None:
+    tess = sum(tess_walls) / len(tess_walls) if tess_walls else None
+    print(f"\n{'profile':22s} {'pages/s':>8s} {'x tesseract':>12s} {'dev CER':>8s} {'dev F1':>7s} "
+          f"{'str CER':>8s} {'re-read':>8s} {'peak RSS':>9s}  flags")
+    for label, flags in profiles:
+        row = rows[label]
+        wall = sum(row["walls"]) / len(row["walls"])
+        ratio = f"{tess / wall:12.2f}" if tess else f"{'-':>12s}"
+        share = f"{100 * row['reread']:7.1f}%" if row["reread"] is not None else f"{'-':>8s}"
+        exit_note = "" if row.get("code") == 0 else f"  (exit {row.get('code')})"
+        print(f"{label:22s} {n_pages / wall:8.2f} {ratio} {row['dev']['overall']['cer']:8.4f} "
+              f"{row['dev']['overall']['mean_bow_f1']:7.4f} {row['stress']['overall']['cer']:8.4f} {share} "
+              f"{row['rss'] / 2**20:5.0f} MiB  {' '.join(flags) or '(none)'}{exit_note}")
+    if tess and tess_figures is not None:
+        t = tess_figures["overall"]
+        print(f"{'tesseract 5 (2 jobs)':22s} {n_pages / tess:8.2f} {1:12.2f} {t['cer']:8.4f} {t['mean_bow_f1']:7.4f}")
+        print(f"(tesseract timed first and last in the sitting: {', '.join(f'{t:.1f} s' for t in tess_walls)}; "
+              f"each profile {len(rows[profiles[0][0]]['walls'])}x, "
+              f"{'in ABBA order' if len(rows[profiles[0][0]]['walls']) > 1 else 'in one pass'}; ratios from the means)")
+
+
+def print_kinds(title: str, figures: dict) -> None:
+    print(f"\n{title}")
+    print(f"{'kind':30s} {'pages':>5s} {'CER':>7s} {'WER':>7s} {'BoW-F1':>7s}")
     for kind, v in figures["by_kind"].items():
         print(f"{kind:30s} {v['pages']:5d} {v['cer']:7.4f} {v['wer']:7.4f} {v['mean_bow_f1']:7.4f}")
     o = figures["overall"]
     print(f"{'overall':30s} {o['pages']:5d} {o['cer']:7.4f} {o['wer']:7.4f} {o['mean_bow_f1']:7.4f}")
-    print(last)
-    if tess_figures is not None:
-        t = tess_figures["overall"]
-        print(f"{'tesseract, same pages':30s} {t['pages']:5d} {t['cer']:7.4f} {t['wer']:7.4f} {t['mean_bow_f1']:7.4f}")
-    if stress_default is not None:
-        size, st, (unexpected, missing) = stress_default
-        print(f"\nstress set (bench/stress, 150 dpi), model size {size}")
-        print(f"{'kind':30s} {'pages':>5s} {'CER':>7s} {'WER':>7s} {'BoW-F1':>7s}")
-        for kind, v in st["by_kind"].items():
-            print(f"{kind:30s} {v['pages']:5d} {v['cer']:7.4f} {v['wer']:7.4f} {v['mean_bow_f1']:7.4f}")
-        o = st["overall"]
-        print(f"{'overall':30s} {o['pages']:5d} {o['cer']:7.4f} {o['wer']:7.4f} {o['mean_bow_f1']:7.4f}")
-        print_old_new(st)
-        print(f"pages with a table they should not have (prose as table): {', '.join(unexpected) or 'none'}; "
-              f"real tables not found: {', '.join(missing) or 'none'}")
-    if LAYOUT_CPU:
-        print(f"\n{'layout (all stages), CPU':26s} {'ms/page':>8s} {'engine ms/page':>15s} {'share':>6s}  (goal: at most 5%)")
-        for label, (lay, eng, n) in LAYOUT_CPU.items():
-            print(f"{label:26s} {1000 * lay / max(1, n):8.1f} {1000 * eng / max(1, n):15.0f} "
-                  f"{100 * lay / max(1e-9, eng):5.1f}%")
-    if size_rows:
-        print(f"\n{'model size (engine alone)':26s} {'dev p/s':>8s} {'dev CER':>8s} {'dev F1':>7s} "
-              f"{'stress p/s':>10s} {'str CER':>8s} {'str F1':>7s}")
-        for size, dps, d, sps, st in size_rows:
-            label = f"{size} (default)" if size == DEFAULT_SIZE else size
-            print(f"{label:26s} {dps:8.2f} {d['cer']:8.4f} {d['mean_bow_f1']:7.4f} {sps:10.2f} {st['cer']:8.4f} "
-                  f"{st['mean_bow_f1']:7.4f}")
-    return 0
 
 
 if __name__ == "__main__":

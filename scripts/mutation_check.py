@@ -140,6 +140,12 @@ try:  # the convert command's: scripts/mutations_convert.py
     TABLES["convert"] = CONVERT
 except ImportError:
     pass
+try:  # the embedded engine's cascade and int8 cache (scripts/mutations_engine.py)
+    from mutations_engine import ENGINE  # type: ignore[import-not-found]
+
+    TABLES["engine"] = ENGINE
+except ImportError:
+    pass
 try:  # the server's (scripts/mutations_serve.py)
     from mutations_serve import SERVE  # type: ignore[import-not-found]
 

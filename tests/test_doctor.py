@@ -46,6 +46,8 @@ def test_doctor_json_reports_the_install_and_exits_0(tmp_path):
     if importlib.util.find_spec("vllm") is None:
         assert "vLLM is not installed" in backends["vllm"] and "ocrbatch[vllm]" in backends["detail"]
     assert "CPUExecutionProvider" in checks["onnxruntime"]["providers"]
+    variant = checks["rapidocr recognizers"]  # which recognizers run, and why
+    assert variant["variant"] == "float32" and "int8 is opt-in (--int8)" in variant["detail"]
     assert isinstance(checks["flash-attn"]["installed"], bool)
     assert checks["ray"]["installed"] is (importlib.util.find_spec("ray") is not None)
     assert "installed" in checks["torch"] and isinstance(checks["gpus"]["devices"], list)

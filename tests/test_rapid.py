@@ -158,9 +158,10 @@ def test_threads_option_sets_the_engines_parallel_tasks(tmp_path):
 def test_model_size_is_part_of_the_engine_identity_and_checked(tmp_path):
     from conftest import draw_page, run_cli
 
-    small = RapidOcrEngine(EngineOptions()).identity()  # the default
+    auto = RapidOcrEngine(EngineOptions()).identity()  # the default
+    small = RapidOcrEngine(EngineOptions(model_size="small")).identity()
     tiny = RapidOcrEngine(EngineOptions(model_size="tiny")).identity()
-    assert tiny != small and "tiny" in tiny and "small" in small  # resume never mixes the two
+    assert len({auto, small, tiny}) == 3 and "tiny" in tiny and "small" in small  # resume never mixes them
     draw_page("Model size page").save(tmp_path / "page.png")
     r = run_cli("convert", str(tmp_path / "page.png"), "-o", str(tmp_path / "out"), "--model-size", "huge")
     assert r.returncode == 2 and "--model-size" in r.stderr
@@ -177,11 +178,11 @@ def test_a_converter_takes_the_model_size_from_the_environment_and_resume_never_
     with Converter.from_env({"OCRBATCH_MODEL_SIZE": "tiny", "OCRBATCH_KEEP_FURNITURE": "yes"}) as conv:
         summary = conv.convert(tmp_path / "page.png", out)
     assert summary.engine["models"].startswith("PP-OCRv6 tiny")
-    assert manifest(out)[-1]["engine"] == "rapidocr/ppocrv6-tiny+furniture"
-    with Converter() as conv:  # the default size, small: the page is read again, not skipped
+    assert manifest(out)[-1]["engine"] == "rapidocr/ppocrv6-tiny@0.98+furniture"
+    with Converter(model_size="small") as conv:  # another size: the page is read again, not skipped
         summary = conv.convert(tmp_path / "page.png", out)
     assert summary.counts["ok"] == 1 and summary.counts.get("skipped", 0) == 0
     assert manifest(out)[-1]["engine"] == "rapidocr/ppocrv6-small"
     assert "Model size page" in (out / "page.md").read_text()
-    with pytest.raises(UsageError, match="OCRBATCH_MODEL_SIZE='huge': choose small or tiny"):
+    with pytest.raises(UsageError, match="OCRBATCH_MODEL_SIZE='huge': choose auto, tiny or small"):
         Converter.from_env({"OCRBATCH_MODEL_SIZE": "huge"})

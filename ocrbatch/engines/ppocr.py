@@ -331,6 +331,16 @@ def _warp(bgr: np.ndarray, quad: np.ndarray, w: int, h: int) -> np.ndarray:
 
 # -- recognition --------------------------------------------------------------------------------
 
+def recognizer_input(crops: Sequence[np.ndarray]) -> np.ndarray:
+    """A batch of line crops (BGR uint8, REC_HEIGHT rows) as the recognizer's input, padded to the widest."""
+    width = max(c.shape[1] for c in crops)
+    width = int(math.ceil(width / REC_STRIDE) * REC_STRIDE)
+    x = np.zeros((len(crops), 3, REC_HEIGHT, width), np.float32)  # 0 is mid-grey after scaling
+    for i, c in enumerate(crops):
+        x[i, :, :, : c.shape[1]] = c.transpose(2, 0, 1).astype(np.float32) * (2 / 255.0) - 1.0
+    return x
+
+
 class Recognizer:
     """CTC line recognizer. `__call__` reads a batch of crops of equal height, any widths."""
 
@@ -345,12 +355,7 @@ class Recognizer:
         self.space = len(self.chars) - 1
 
     def __call__(self, crops: Sequence[np.ndarray]) -> list[tuple[str, float]]:
-        width = max(c.shape[1] for c in crops)
-        width = int(math.ceil(width / REC_STRIDE) * REC_STRIDE)
-        x = np.zeros((len(crops), 3, REC_HEIGHT, width), np.float32)  # 0 is mid-grey after scaling
-        for i, c in enumerate(crops):
-            x[i, :, :, : c.shape[1]] = c.transpose(2, 0, 1).astype(np.float32) * (2 / 255.0) - 1.0
-        probs = self.sess.run(None, {self.input: x})[0]
+        probs = self.sess.run(None, {self.input: recognizer_input(crops)})[0]
         idx = probs.argmax(axis=2)
         best = np.take_along_axis(probs, idx[:, :, None], axis=2)[:, :, 0]
         space = probs[:, :, self.space]

@@ -22,15 +22,20 @@ def write_debug(folder: str | Path, ref: Any, page: PageLayout, image: Any | Non
     name and the page number (scan.pdf-page-0002); `image` the page (an RGB array or PIL image) or None."""
     from PIL import Image
 
-    source = getattr(getattr(ref, "source", None), "path", None)
-    label = f"{Path(source).name}-page-{ref.page:04d}" if source is not None else getattr(ref, "label", None)
-    name = re.sub(r"[^A-Za-z0-9._-]+", "-", str(label or "page")).strip("-") or "page"
+    name = debug_name(ref)
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{name}.txt").write_text(describe(page) + "\n", encoding="utf-8")
     if image is not None and not hasattr(image, "convert"):
         image = Image.fromarray(image)
     return draw_layout(page, image, folder / f"{name}.png")
+
+
+def debug_name(ref: Any) -> str:
+    """NAME of a page's pictures: its file's name and the page number (scan.pdf-page-0002)."""
+    source = getattr(getattr(ref, "source", None), "path", None)
+    label = f"{Path(source).name}-page-{ref.page:04d}" if source is not None else getattr(ref, "label", None)
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", str(label or "page")).strip("-") or "page"
 
 
 def describe(page: PageLayout) -> str:

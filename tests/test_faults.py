@@ -258,6 +258,28 @@ def test_ray_keeps_every_page_once(seed, pages, ray_cluster, tmp_path):
     check_run("ray local", fault, code, records, seconds, tripped=_tripped(fault, records, code))
 
 
+def _ray_continuous_seeds() -> list[int]:
+    """`make test`: the three points inside continuous decoding (each Ray run starts its actor and loads the
+    model: slow on 2 cores); more seeds (make faults) cover every point."""
+    seeds = _seeds("ray continuous", POINTS_CONTINUOUS)
+    if SEEDS:
+        return seeds
+    return [s for s in seeds if POINTS_CONTINUOUS[s % len(POINTS_CONTINUOUS)] in ("prefill", "join", "step")]
+
+
+@pytest.mark.parametrize("seed", _ray_continuous_seeds())
+def test_ray_with_continuous_decoding_keeps_every_page_once(seed, pages, tiny_model, ray_cluster, tmp_path):
+    """The actor runs the local infer worker (continuous decoding, its ledger and watchdog): a fault inside
+    decoding touches only its pages there too. One actor: the fault's call count is that process's."""
+    from ocrbatch.engines.deepseek_ocr2.engine import DeepseekOcr2Engine
+
+    fault = Fault.from_seed(seed, POINTS_CONTINUOUS, hangs=HANGS)
+    code, records, seconds = _convert(DeepseekOcr2Engine, fault, pages, tmp_path / "out", devices="cpu",
+                                      max_batch=3, ray="auto", ray_workers=1, engine_options=EngineOptions(
+                                          model=tiny_model, **TOKENS, schedule="continuous"))
+    check_run("ray continuous", fault, code, records, seconds, tripped=_tripped(fault, records, code))
+
+
 def test_a_hung_engine_is_failed_by_the_watchdog_with_a_whole_manifest(pages, tmp_path):
     """Every page waits behind a batch that never returns: the pages in flight fail as stalled, exit 8."""
     fault = Fault(at="infer", nth=1, kind="hang")

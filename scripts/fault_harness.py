@@ -2,7 +2,7 @@
 (hangs among them, each ended by the stall watchdog) and prints the tally: seeds, pages, failed pages (each
 by the injected error), stalled pages, exit codes, per path. Any wrong outcome is a failed test, listed.
 
-    python scripts/fault_harness.py [SEEDS]        default 40 per path (5 paths: 200 seeds)
+    python scripts/fault_harness.py [SEEDS]        default 40 per path (6 paths: 240 seeds)
 """
 
 from __future__ import annotations

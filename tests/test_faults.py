@@ -1,6 +1,7 @@
 """The fault-injection harness: an engine made to raise (or hang) at a call chosen by a seed, run through each
 path a page can take — `convert` with static batches and with continuous decoding (the tiny random
-DeepSeek-OCR-2 model: mechanics, not OCR), `Converter.submit`, `serve` and `--ray local`. For every seed:
+DeepSeek-OCR-2 model: mechanics, not OCR), `Converter.submit`, `serve`, and `--ray` with the fake engine and with
+continuous decoding on an actor. For every seed:
 
 - the run ends within a bound (a hang only through the stall watchdog);
 - each page has exactly one record (one result, one future resolved once);

@@ -8,6 +8,7 @@ from mutation_check import Mutation
 
 _C, _R, _S = "tests/test_convert.py::", "tests/test_reliability.py::", "tests/test_shard.py::"
 _D = "tests/test_docs.py::"
+_Y = "tests/test_ray.py::"
 
 CONVERT = [
     Mutation("names-newcomer-takes-owned", "ocrbatch/pipeline/names.py",
@@ -115,4 +116,18 @@ CONVERT = [
              "        others = [p for p in manifest_files(out_dir) if p != self.path] if out_dir.is_dir() else []",
              "        others = []", (_S + "test_three_parts_convert_what_one_run_does_each_page_once",),
              "after merge-manifests a part redoes every page"),
+    Mutation("ray-debug-layout-dropped", "ocrbatch/pipeline/remote.py",
+             "return TaskAnswer(results, self._layout_files(refs), bool(devices.stalled)",
+             "return TaskAnswer(results, [], bool(devices.stalled)",
+             (_Y + "test_debug_layout_on_the_actors_writes_the_pictures_a_local_run_writes",),
+             "--debug-layout under --ray writes no picture of the pages the actors read"),
+    Mutation("ray-dead-actors-pages-dropped", "ocrbatch/pipeline/remote.py",
+             "            self.suspects.extend(sent.refs)\n", "            pass\n",
+             (_Y + "test_a_page_that_kills_its_worker_fails_and_the_run_goes_on",),
+             "the pages an actor held when a page killed it are lost instead of rerun one at a time"),
+    Mutation("ray-options-unchecked", "ocrbatch/config.py",
+             "        if self.ray:  # the rows whose values --ray refuses", "        if False:",
+             ("tests/test_options.py::test_every_option_works_the_same_under_ray_or_is_refused_there_with_exit_2",
+              _S + "test_a_shard_is_refused_with_ray"),
+             "--shard or --devices 0,1 is taken with --ray and silently means something else"),
 ]

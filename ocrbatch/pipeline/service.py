@@ -1,6 +1,7 @@
 """The engine side of the pipeline, built once and shared by every run of a converter: the engine's front,
 the priority lanes, and the engine on its devices (batch → infer). With `--ray` the engines live on the
-cluster's actors instead, and only the front (naming the output) is kept here.
+cluster's actors instead, and only the front (naming the output) is kept here: each actor builds this same
+Service, local, for its one device (remote.py: DeviceHost).
 
     front ── prepare (decode threads) ──▶ lanes (interactive | bulk) ──▶ Devices: one runner per device
 """

@@ -150,3 +150,13 @@ def test_debug_layout_on_the_actors_writes_the_pictures_a_local_run_writes(clust
     assert pictures["remote"] == pictures["local"]
     assert {"layered.pdf-page-0002.txt", "invoice.png-page-0001.png", "report.pdf-page-0003.txt"} <= set(pictures["local"])
     assert _outputs(tmp_path / "remote") == _outputs(tmp_path / "local")
+
+
+def test_a_task_of_more_files_than_a_worker_keeps_on_its_disk_converts_every_page(cluster, tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for i in range(20):
+        draw_page(f"Note {i}", (300, 200)).save(folder / f"note{i:02d}.png")
+    summary = run(RunConfig.build((str(folder),), tmp_path / "out", engine="fake", ray="auto", ray_workers=1,
+                                  max_batch=20))
+    assert summary.counts["ok"] == 20, summary.failures

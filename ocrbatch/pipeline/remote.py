@@ -167,7 +167,9 @@ class DeviceHost:
         self.pdfs = PdfCache(config.workers + 1)
         self.decoders = DecodePool(config.workers, name="ray-decode")
         self.dir = Path(tempfile.mkdtemp(prefix="ocrbatch-ray-"))
-        self.files: OrderedDict[tuple, Path] = OrderedDict()  # the last few input files, on local disk
+        # Input files on this node's disk: the last few kept for their next pages, those of tasks in progress
+        # never removed (key -> [path, tasks using it]).
+        self.files: OrderedDict[tuple, list] = OrderedDict()
         self._files_lock = threading.Lock()
         self.written = 0
 
@@ -182,14 +184,19 @@ class DeviceHost:
     def convert(self, refs: list[PageRef], blobs: list[Blob]) -> TaskAnswer:
         """Every page of `refs` as one result each, in any order (run in one of the actor's task threads)."""
         task = _Task(len(refs))
+        local: dict[Path, Path] = {}
         try:
-            local = {b.source.path: self._local(b) for b in blobs}
-        except OSError as exc:  # this node's disk cannot take the file: its pages fail here
-            why = f"cannot store the file on the Ray worker: {error_line(exc)}"
-            return TaskAnswer([PageResult(ref=r, status=Status.FAILED, error=why) for r in refs])
-        for ref in refs:
-            self.decoders.submit(lambda ref=ref: self._read(ref, local[ref.source.path], task))
-        task.wait()
+            try:
+                for b in blobs:
+                    local[b.source.path] = self._local(b)
+            except OSError as exc:  # this node's disk cannot take the file: its pages fail here
+                why = f"cannot store the file on the Ray worker: {error_line(exc)}"
+                return TaskAnswer([PageResult(ref=r, status=Status.FAILED, error=why) for r in refs])
+            for ref in refs:
+                self.decoders.submit(lambda ref=ref: self._read(ref, local[ref.source.path], task))
+            task.wait()
+        finally:
+            self._done_with(blobs[:len(local)])
         if isinstance(task.error, EngineLoadError):
             raise task.error
         results = task.results
@@ -239,21 +246,33 @@ class DeviceHost:
         name (--debug-layout names pictures after it)."""
         import ray
 
-        src = blob.source
-        key = (str(src.path), src.size, src.mtime_ns)
+        key = _key(blob)
         with self._files_lock:
             if key in self.files:
                 self.files.move_to_end(key)
-                return self.files[key]
+                self.files[key][1] += 1
+                return self.files[key][0]
             self.written += 1
-            path = self.dir / str(self.written) / src.path.name  # never reused: the PDF cache keys on it
+            path = self.dir / str(self.written) / blob.source.path.name  # never reused: the PDF cache keys on it
             path.parent.mkdir()
             path.write_bytes(ray.get(blob.data))
-            self.files[key] = path
-            while len(self.files) > FILES_KEPT:
-                _, old = self.files.popitem(last=False)
-                shutil.rmtree(old.parent, ignore_errors=True)
+            self.files[key] = [path, 1]
             return path
+
+    def _done_with(self, blobs: list[Blob]) -> None:
+        """A task no longer needs these files; beyond the last FILES_KEPT, those no task uses are removed."""
+        with self._files_lock:
+            for blob in blobs:
+                self.files[_key(blob)][1] -= 1
+            idle = [k for k, (_, users) in self.files.items() if users == 0]
+            for key in idle[:max(0, len(self.files) - FILES_KEPT)]:
+                path, _ = self.files.pop(key)
+                shutil.rmtree(path.parent, ignore_errors=True)
+
+
+def _key(blob: Blob) -> tuple:
+    src = blob.source
+    return (str(src.path), src.size, src.mtime_ns)
 
 
 @dataclass
@@ -500,7 +519,8 @@ def run(config: RunConfig, uses_gpu: bool, refs: ClosableQueue[PageRef], results
             send(time.monotonic())
             devices.collect(block=False)
         devices.drain()
-        devices.facts = devices.describe()
+        if not results.closed:  # not stopped: the actors answer at once
+            devices.facts = devices.describe()
     finally:
         devices.close()
         results.close()

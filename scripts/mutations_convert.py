@@ -126,7 +126,7 @@ CONVERT = [
              (_Y + "test_a_page_that_kills_its_worker_fails_and_the_run_goes_on",),
              "the pages an actor held when a page killed it are lost instead of rerun one at a time"),
     Mutation("ray-options-unchecked", "ocrbatch/config.py",
-             "        if self.ray:  # the rows whose values --ray refuses", "        if False:",
+             "        if self.ray:  # the rows whose values --ray refuses", "        if False:  #",
              ("tests/test_options.py::test_every_option_works_the_same_under_ray_or_is_refused_there_with_exit_2",
               _S + "test_a_shard_is_refused_with_ray"),
              "--shard or --devices 0,1 is taken with --ray and silently means something else"),

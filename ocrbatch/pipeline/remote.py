@@ -18,7 +18,8 @@ the next pages (continuous decoding: rows joining as others end). A task's answe
 page that kills its process) is restarted by Ray; the pages it held are then run one at a time, each alone on
 an actor, so the page at fault fails alone and its neighbours are converted.
 
-Ray is imported only here, and only when `--ray` is given (`pip install "ocrbatch[ray]"`).
+Ray is imported only here and in cluster.py (the connection), and only when `--ray` is given
+(`pip install "ocrbatch[ray]"`).
 """
 
 from __future__ import annotations
@@ -76,31 +77,6 @@ class TaskAnswer:
     layout_files: list[tuple[str, bytes]] = field(default_factory=list)  # --debug-layout: (file name, content)
     stalled: bool = False  # the actor's device watchdog gave pages up (the engine is stuck there)
     figures: tuple = ()  # the actor's WorkerFigures (stats.py), for the progress view and the summary
-
-
-def connect(address: str) -> None:
-    """Join the cluster at `address`: auto (RAY_ADDRESS, or the cluster this machine is part of),
-    local (a private Ray instance on this machine, for this run) or a head's address."""
-    try:
-        import ray
-    except ImportError as exc:
-        raise EngineLoadError('--ray needs Ray: pip install "ocrbatch[ray]"') from exc
-    if ray.is_initialized():
-        return
-    kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.ERROR}
-    try:
-        if address == "local":
-            ray.init(**kwargs)
-        else:
-            ray.init(address=address, **kwargs)
-    except ConnectionError as exc:
-        raise EngineLoadError(f"cannot reach the Ray cluster at {address}: {error_line(exc)}") from exc
-
-
-def shutdown() -> None:
-    import ray
-
-    ray.shutdown()
 
 
 class _Task:

@@ -35,9 +35,9 @@ class Service:
         self.lanes: Lanes | None = None
         self.cut_short = False  # a run stopped at once: pages in flight may never finish (a stuck engine)
         if config.ray:  # the cluster's actors hold the engines; this one only names the engine's output
-            from . import remote
+            from . import cluster
 
-            remote.connect(config.ray)
+            cluster.connect(config.ray)
             self.front: Front = engine_class(config.engine_options)
             self.device_names: tuple[str, ...] = ("ray",)
         else:
@@ -82,9 +82,9 @@ class Service:
                     self.front.abort()
                     self.lanes.close()
             elif self.config.ray == "local":
-                from . import remote
+                from . import cluster
 
-                remote.shutdown()
+                cluster.shutdown()
         finally:
             self.sampler.stop()
 

@@ -10,7 +10,7 @@ VLLM_VENV ?= .venv-vllm
 VBIN := $(VLLM_VENV)/bin
 STAND_IN := tests/backend_vllm/stand_in/ocrbatch_torchvision_stand_in.py
 
-.PHONY: run test test-vllm bench ray-scale soak faults mutants samples docs docs-serve man clean
+.PHONY: run test test-vllm bench ray-scale soak soak-serve faults mutants samples docs docs-serve man clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -58,6 +58,13 @@ ray-scale: $(VENV)/.test
 # kill -9 at 20 random moments, rerun, check each rerun ends like a clean run (a few minutes)
 soak: $(VENV)/.base
 	$(BIN)/python scripts/soak.py
+
+# serve for SOAK_SERVE_S seconds (default ten minutes) under randomized loopback clients (normal, streaming,
+# leaving at random moments, trickling, oversized, malformed, past --max-connections); then no slot, page or
+# request held, RSS and descriptors flat (scripts/soak_serve.py; make soak-serve SOAK_SERVE_S=60 for a short one)
+SOAK_SERVE_S ?= 600
+soak-serve: $(VENV)/.test
+	$(BIN)/python scripts/soak_serve.py --duration-s $(SOAK_SERVE_S)
 
 # the fault-injection harness at full size: 40 seeds on each of 6 paths, hangs among them; prints the tally
 faults: $(VENV)/.test

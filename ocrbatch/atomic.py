@@ -19,6 +19,8 @@ import tempfile
 import threading
 from pathlib import Path
 
+from . import safefiles
+
 # Errors every later write would hit too: the run stops (exit 7) instead of failing page after page.
 FATAL_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO})
 _TEMPORARY = re.compile(r"^\..+\.[A-Za-z0-9_]{8}\.tmp$")
@@ -82,7 +84,9 @@ def discard(tmp: str) -> None:
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """Write `data` to `path` so a reader sees the old file or the new one, never half of one."""
+    """Write `data` to `path` so a reader sees the old file or the new one, never half of one. What is at
+    `path` must be a regular file or nothing (safefiles: UsageError otherwise, nothing replaced)."""
+    safefiles.check_file(path, "the output file", usage=False)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = temporary(path)
     try:

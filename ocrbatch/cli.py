@@ -75,7 +75,8 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
     pass
 
 
-_ANNOTATIONS = {"text": str, "int": int, "count": int, "float": float, "path": Path, "switch": bool, "batch": str}
+# A path is read as text (typer's Path would make -o '' the current folder) and made a Path by the table's check.
+_ANNOTATIONS = {"text": str, "int": int, "count": int, "float": float, "path": str, "switch": bool, "batch": str}
 
 
 def _flag(option: Option) -> inspect.Parameter:
@@ -193,15 +194,32 @@ def _exit_with(command: Callable[[], int], verbose: int, as_json: bool = False,
 def _print_error_json(code: int, error: str, output: Path | None) -> None:
     from .pipeline.stats import error_summary
 
-    sys.stdout.write(json.dumps(error_summary(code, error, None if output is None else str(output)),
-                                indent=2) + "\n")
-    sys.stdout.flush()
+    from .errors import OutputWriteError
+    from .pipeline.stdout import print_stdout
+
+    try:
+        print_stdout(json.dumps(error_summary(code, error, None if output is None else str(output)), indent=2) + "\n")
+    except OutputWriteError:
+        pass  # the error it would carry has been said on stderr already
 
 
 def _run_convert(converter, inputs: list[str], output: Path, *, pages: str | None, force: bool, null: bool,
                  as_json: bool, quiet: bool, progress: bool, log_every: float, metrics_file: Path | None,
                  verbose: int = 0, formats: str = "md", join: bool = False,
                  review_below: float | None = None, shard: str | None = None) -> ExitCode:
+    from .pipeline.signals import running
+
+    with running():  # a second signal now stops the run at once, yet its records and summary (--json) are kept
+        return _convert_and_report(converter, inputs, output, pages=pages, force=force, null=null, as_json=as_json,
+                                   quiet=quiet, progress=progress, log_every=log_every, metrics_file=metrics_file,
+                                   verbose=verbose, formats=formats, join=join, review_below=review_below,
+                                   shard=shard)
+
+
+def _convert_and_report(converter, inputs: list[str], output: Path, *, pages: str | None, force: bool, null: bool,
+                        as_json: bool, quiet: bool, progress: bool, log_every: float, metrics_file: Path | None,
+                        verbose: int, formats: str, join: bool, review_below: float | None,
+                        shard: str | None) -> ExitCode:
     from .pipeline.signals import catch_stop_signals
     from .ui.reporter import stderr_is_terminal
 
@@ -209,7 +227,7 @@ def _run_convert(converter, inputs: list[str], output: Path, *, pages: str | Non
     follow, work = (_stdout_run(inputs, as_json, formats, join) if to_stdout else (None, output))
     reporter = _reporter(quiet, progress, log_every, metrics_file, converter.engine, output, verbose)
     try:
-        with converter, reporter, catch_stop_signals():  # SIGINT/SIGTERM: stop taking pages, end with a summary
+        with converter, reporter, catch_stop_signals():  # SIGINT/TERM/HUP: stop taking pages, end with a summary
             summary = converter.convert(inputs, work, pages=pages, force=force, null_separated=null,
                                         stdin=sys.stdin if "-" in inputs else None, watch=reporter.watch,
                                         formats=formats, join=join, review_below=review_below, follow=follow,
@@ -232,7 +250,9 @@ def _run_convert(converter, inputs: list[str], output: Path, *, pages: str | Non
     if summary.stopped_by is not None:  # a signal or a write error ended the run before its end
         log.error("%s", summary.stopped_by)
     if as_json:
-        sys.stdout.write(json.dumps(summary.as_dict(), indent=2) + "\n")
+        from .pipeline.stdout import print_stdout
+
+        print_stdout(json.dumps(summary.as_dict(), indent=2) + "\n")  # a full disk: exit 7; `| true`: quiet
     return summary.exit_code
 
 
@@ -240,14 +260,14 @@ def _stdout_run(inputs: list[str], as_json: bool, formats: str, join: bool):
     """`-o -`: a printer of the pages to stdout, and the private folder the run writes into."""
     import tempfile
 
-    from .pipeline.stdout import StdoutPrinter
+    from .pipeline.stdout import StdoutPrinter, stdout_binary
 
     for clash, why in ((as_json, "--json prints on stdout"), (join, "--join writes files"),
                        ("json" in formats, "--format json writes files")):
         if clash:
             raise UsageError(f"-o - puts the Markdown on stdout; {why}: give -o a folder for that")
     several = len(inputs) > 1 or any(i == "-" or Path(i).is_dir() for i in inputs)
-    return StdoutPrinter(sys.stdout.buffer, announce=several), Path(tempfile.mkdtemp(prefix="ocrbatch-stdout-"))
+    return StdoutPrinter(stdout_binary(), announce=several), Path(tempfile.mkdtemp(prefix="ocrbatch-stdout-"))
 
 
 def _reporter(quiet, progress, log_every, metrics_file, engine, output, verbose=0):

@@ -171,6 +171,8 @@ class Option:
                 "path": (str, os.PathLike), "switch": bool, "batch": (int, str)}[self.kind]
         if not isinstance(value, want) or (isinstance(value, bool) and self.kind != "switch"):
             return f"{KINDS[self.kind]} is needed, not {type(value).__name__}"
+        if self.kind == "path" and not str(value).strip():
+            return "is empty: give a path"  # -o '' would otherwise be the current folder
         if self.kind == "batch":
             if isinstance(value, str) and value.strip().lower() == "auto":
                 return None
@@ -190,7 +192,7 @@ class Option:
         """`value` if allowed (a path as a Path); else UsageError, naming `label` (default: the flag)."""
         why = self.problem(value)
         if why is not None:
-            raise UsageError(f"{label or f'{self.flag} {value}'}: {why}")
+            raise UsageError(f"{label or f'{self.flag} {value if str(value) else repr(str(value))}'}: {why}")
         return Path(value) if self.kind == "path" and value is not None else value
 
     def read(self, raw: str) -> Any:
@@ -243,6 +245,8 @@ def _pages_problem(text: str) -> str | None:
         return str(exc).split(": ", 1)[-1]
     return None
 
+
+MAX_UPLOAD_MB = 1 << 20  # --max-upload-mb's largest (1 TB): beyond, and inf or nan, is not a size a server can use
 
 OPTIONS: tuple[Option, ...] = (
     # -- a run's output -----------------------------------------------------------------------------------
@@ -320,11 +324,13 @@ OPTIONS: tuple[Option, ...] = (
            "summary (--json: \"review\").", frozenset({RUN}), metavar="SCORE", most=1.0,
            check=lambda v: None if 0 < v <= 1 else "give a confidence between 0 and 1, e.g. 0.9"),
     # -- the server --------------------------------------------------------------------------------------
-    Option("host", "text", "127.0.0.1", "Address to listen on (0.0.0.0: every interface).", frozenset({SERVE})),
+    Option("host", "text", "127.0.0.1", "Address to listen on (0.0.0.0: every interface).", frozenset({SERVE}),
+           check=lambda v: None if v.strip() else "is empty: give an address (0.0.0.0 for every interface)"),
     Option("port", "int", 8000, "Port to listen on (0: any free one, printed).", frozenset({SERVE}), short=("-p",),
            least=0, most=65535),
     Option("max_upload_mb", "float", 50.0, "Larger uploads are refused (413).", frozenset({SERVE}),
-           check=lambda v: None if v > 0 else "must be positive"),
+           check=lambda v: None if 0 < v <= MAX_UPLOAD_MB else f"choose a size above 0 and at most {MAX_UPLOAD_MB} "
+                                                               "(MB)"),
     Option("max_queue", "int", 256, "Most pages held for requests at once; a request beyond is refused (503 with "
            "Retry-After).", frozenset({SERVE}), least=1),
     Option("token", "text", None, "Require Authorization: Bearer TOKEN on /v1/* (401 without).", frozenset({SERVE}),
@@ -336,7 +342,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("header_timeout_s", "float", 10.0, "A request's headers must be in within this, from its first byte; "
            "else the connection is closed.", frozenset({SERVE}), metavar="SECONDS",
            check=lambda v: None if v > 0 else "must be positive"),
-    Option("body_timeout_s", "float", 30.0, "The longest pause inside an upload's body; then 408.",
+    Option("body_timeout_s", "float", 30.0, "The longest pause inside an upload's body, and the time a whole body may "
+           "take beyond its bytes at 10 KB/s; then 408.",
            frozenset({SERVE}), metavar="SECONDS", check=lambda v: None if v > 0 else "must be positive"),
     # -- both commands -----------------------------------------------------------------------------------
     Option("quiet", "switch", False, "Print only errors.", frozenset({RUN, SERVE}), short=("-q",)),
@@ -368,6 +375,12 @@ def env_values(scope: str, environ: Mapping[str, str], skip: Iterable[str] = ())
     """The options of `scope` set in `environ` (OCRBATCH_DPI=300 → {"dpi": 300}), typed and checked; those named
     in `skip` (given otherwise, which wins) are not read."""
     skip = set(skip)
+    for o in options(scope):
+        # Set but empty reads as unset, except where the flag refuses an empty value (--pages '', -o '',
+        # --token ''): a template not filled in is a mistake, not a wish for the default.
+        if o.name not in skip and environ.get(o.env) == "" and o.kind in ("text", "path") and o.problem(""):
+            flags = "/".join([*o.short, o.flag])
+            raise UsageError(f"{o.env} is set but empty ({flags} {o.problem('')}): give a value, or unset it")
     return {o.name: o.read(environ[o.env]) for o in options(scope)
             if o.name not in skip and environ.get(o.env, "") != ""}
 

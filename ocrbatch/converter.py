@@ -35,7 +35,8 @@ Public API (everything a server needs; names are stable):
   number of threads; pages of every caller share batches (an asyncio server awaits them with
   `asyncio.wrap_future`). A page that cannot be read, decoded or converted resolves to a PageResult with
   status `failed` and `message` the CLI's one-line error (file, page, why); a future raises only when the
-  engine cannot run at all (EngineLoadError) or the converter was closed. A file is read afresh by each
+  engine cannot run at all (EngineLoadError) or the converter was closed (ConverterClosedError: when
+  `close()` returns, every future it ever returned is resolved). A file is read afresh by each
   call (a changed file is never served from an earlier one).
 - `cancel(futures)` (or `Future.cancel()` on each): a page whose batch has not started is dropped and its
   buffers freed; returns how many were cancelled. For a client that went away.
@@ -63,7 +64,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Any, Iterable, Iterator, Mapping
 
 from .config import ENGINE, PageSelection, RunConfig, Shard, env_values, options_help, parse_formats, settle
-from .errors import UsageError
+from .errors import ConverterClosedError, UsageError
 from .records import Kind, PageImage, PageRef, PageResult, Source, Status
 from .pipeline import decode, discover
 from .pipeline.lanes import FutureReply
@@ -89,6 +90,7 @@ class Converter:
         self._decoders: dict[str, decode.DecodePool] = {}  # per lane
         self._lock = threading.Lock()
         self._in_flight = 0
+        self._replies: dict[int, FutureReply] = {}  # every page taken and not landed: close() answers them all
         # Pages being read and prepared on the decode threads (id -> since when, reply): the decode watchdog
         # answers one stuck there longer than the stall timeout (the device watchdog cannot see it).
         self._decoding: dict[int, tuple[float, FutureReply, PageRef, str]] = {}
@@ -110,24 +112,32 @@ class Converter:
         self.close(wait=exc is None)
 
     def close(self, wait: bool = True) -> None:
-        """Finish the pages in flight (unless not `wait`), unload the engine, remove temporary files."""
-        with self._lock:
+        """Finish the pages in flight (unless not `wait`), unload the engine, remove temporary files. When it
+        returns, every future this converter ever returned is resolved: without `wait` (or for a page that
+        could not finish) with ConverterClosedError, and the PDFs its pages were read from are closed."""
+        with self._lock:  # submitting takes this lock too: no page slips in behind the decode pools' close
             if self._closed:
                 return
             self._closed = True
         for pool in self._decoders.values():
-            pool.close(wait=not self._gave_up)
-        if self._service is not None:
-            self._service.close(wait=wait)
-        if self._tmp is not None:
-            import shutil
+            pool.close(wait=wait and not self._gave_up, drop=not wait)  # jobs dropped are answered below
+        try:
+            if self._service is not None:
+                self._service.close(wait=wait)
+        finally:
+            with self._lock:
+                left = list(self._replies.values())
+            for reply in left:  # a future is answered once: one resolved meanwhile keeps its result
+                reply.fail(ConverterClosedError("the converter was closed before this page was converted"))
+            if self._tmp is not None:
+                import shutil
 
-            shutil.rmtree(self._tmp, ignore_errors=True)
+                shutil.rmtree(self._tmp, ignore_errors=True)
 
     def _svc(self) -> Service:
         with self._lock:
             if self._closed:
-                raise RuntimeError("the converter is closed")
+                raise ConverterClosedError("the converter is closed")
             if self._service is None:
                 self._service = Service(self._service_config)
             return self._service
@@ -258,6 +268,8 @@ class Converter:
         try:
             kind, count, st = discover.probe(cand)  # as discovery does: kind by content, page count
         except Exception as exc:  # noqa: BLE001 - DecodeError: the CLI's line; anything else, one line too
+            if self._closed:  # the converter closed as it was read (its spilled bytes removed): say that
+                return _refused()
             return _done(PageResult.failed_file(path, display, str(exc)))
         multipage = kind is Kind.PDF or (kind is Kind.TIFF and count > 1)
         source = Source(path, display, kind, PurePosixPath(Path(display).stem), st.st_size, st.st_mtime_ns,
@@ -272,9 +284,7 @@ class Converter:
                  pdfs: decode.PdfCache | None = None) -> Future:
         svc = self._local()
         future: Future = Future()
-        with self._lock:
-            self._in_flight += 1
-        reply = FutureReply(future, priority, done=self._landed)
+        reply = FutureReply(future, priority, done=lambda: self._landed(id(reply)))
         t = self._template
 
         def job() -> None:
@@ -299,7 +309,12 @@ class Converter:
                     self._decoding.pop(id(reply), None)
 
         self._watch_decoding()
-        self._decoders[priority].submit(job)
+        with self._lock:  # with close()'s check: a job is queued before the pool's end, or refused
+            if self._closed:
+                return _refused()
+            self._in_flight += 1
+            self._replies[id(reply)] = reply
+            self._decoders[priority].submit(job)
         return future
 
     def _watch_decoding(self) -> None:
@@ -328,17 +343,25 @@ class Converter:
                                          error=f"stalled: reading or preparing the page took over {timeout:.0f} s "
                                                "(stall_timeout)"))
 
-    def _landed(self) -> None:
+    def _landed(self, key: int) -> None:
         with self._lock:
             self._in_flight -= 1
+            self._replies.pop(key, None)
 
     def _spill(self, data: bytes) -> Path:
         with self._lock:
+            if self._closed:
+                raise ConverterClosedError("the converter is closed")
             if self._tmp is None:
                 self._tmp = Path(tempfile.mkdtemp(prefix="ocrbatch-api-"))
-        fd, name = tempfile.mkstemp(dir=self._tmp)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+        try:
+            fd, name = tempfile.mkstemp(dir=self._tmp)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+        except OSError:
+            if self._closed:  # its folder was removed by close() meanwhile
+                raise ConverterClosedError("the converter is closed") from None
+            raise
         return Path(name)
 
 
@@ -350,6 +373,13 @@ def _names(inputs: str | os.PathLike | Iterable[str | os.PathLike]) -> tuple[str
 
 def _selection(pages: str | PageSelection | None) -> PageSelection | None:
     return PageSelection.parse(pages) if isinstance(pages, str) else pages
+
+
+def _refused() -> Future:
+    """The future of a page submitted as the converter closed."""
+    future: Future = Future()
+    future.set_exception(ConverterClosedError("the converter was closed before this page was taken"))
+    return future
 
 
 def _done(result: PageResult) -> Future:

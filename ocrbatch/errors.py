@@ -7,7 +7,7 @@
      ├── OutputLockedError        6  another run is writing into the same output folder
      ├── OutputWriteError         7  the output cannot be written (disk full, quota, read-only, I/O error)
      ├── StalledError             8  pages were in flight and none finished for --stall-timeout (a stuck engine)
-     ├── Interrupted         130/143  stopped by SIGINT / SIGTERM (a result: the run still ends with a summary)
+     ├── Interrupted     129/130/143  stopped by SIGHUP / SIGINT / SIGTERM (a result: the run ends with a summary)
      └── PageError                -  one page failed; recorded in the manifest, never raised past a stage
           └── DecodeError            the file or page could not be read or rendered
 
@@ -30,6 +30,7 @@ class ExitCode(enum.IntEnum):
     OUTPUT_LOCKED = 6  # another run holds the output folder's lock
     OUTPUT_WRITE = 7  # disk full or another error writing the output: stopped; rerun once fixed
     STALLED = 8  # no page finished for --stall-timeout while pages were in flight: those failed, the run stopped
+    HANGUP = 129  # SIGHUP (the terminal closed, an ssh session killed): 128 + 1, handled as SIGTERM is
     INTERRUPTED = 130  # SIGINT (Ctrl-C): 128 + 2
     TERMINATED = 143  # SIGTERM (cron, systemd, timeout): 128 + 15
 
@@ -87,6 +88,11 @@ class PageError(OcrbatchError):
 
 class DecodeError(PageError):
     pass
+
+
+class ConverterClosedError(RuntimeError):
+    """The Python API's Converter was closed: a page submitted then is refused, and a page it had not finished
+    when close(wait=False) returned fails with this (never left unresolved)."""
 
 
 def error_line(exc: BaseException, named: bool = True) -> str:

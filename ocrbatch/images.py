@@ -28,7 +28,20 @@ def frame_count(im: Any, kind: Kind) -> int:
     return int(getattr(im, "n_frames", 1) or 1) if kind in MULTIFRAME else 1
 
 
+MIN_PAGE_PX = 2  # a page narrower or lower than this has nothing to read (and engines divide by its size)
+
+
+def too_small(width: int, height: int) -> str | None:
+    """Why a page of this size cannot be read ("page is too small (0x0 px)"), or None."""
+    if width < MIN_PAGE_PX or height < MIN_PAGE_PX:
+        return f"page is too small ({width}x{height} px)"
+    return None
+
+
 def check_size(width: int, height: int, max_pixels: int) -> None:
+    small = too_small(width, height)
+    if small is not None:
+        raise DecodeError(small)
     if width * height > max_pixels:
         raise DecodeError(f"image is {width}x{height} px ({width * height / 1e6:.0f} MP), over --max-pixels "
                           f"{max_pixels / 1e6:.0f} MP (raise it to read this page)")

@@ -29,14 +29,16 @@ import time
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterator
 
-from . import atomic
-from .errors import OutputWriteError
+from . import atomic, safefiles
+from .errors import OutputWriteError, UsageError
 from .records import Kind, PageRef, PageResult, Source, Status, page_output
 
 log = logging.getLogger("ocrbatch")
 
 NAME = "manifest.jsonl"
 SHARDS = "manifest.shard-*-of-*.jsonl"  # the parts' manifests (--shard), as a glob
+MAX_LINE_BYTES = 1 << 20  # a record longer than this (1 MB) is not one ocrbatch wrote: skipped with a warning
+MAX_BYTES = 4 << 30  # a manifest larger than this (4 GB, some 8 million pages) is refused, not read into memory
 DONE = {Status.OK.value, Status.TRUNCATED.value, Status.SKIPPED.value}
 # What a PDF page's output depends on beside the engine (--dpi, --text-layer); records written before these
 # were recorded are taken to have been made with the defaults.
@@ -84,30 +86,48 @@ def dumps(rec: dict[str, Any]) -> str:
     return line
 
 
+def check(path: Path) -> None:
+    """The manifest is a regular file of a size ocrbatch could have written, or absent; UsageError (exit 2)
+    otherwise: a FIFO, a device, a folder or a link to one, or a file over MAX_BYTES."""
+    st = safefiles.check_file(path, "the manifest")
+    if st is not None and st.st_size > MAX_BYTES:
+        raise UsageError(f"the manifest {path} is {st.st_size / 2**30:.1f} GiB, over the {MAX_BYTES >> 30} GiB "
+                         "ocrbatch reads: it is not one ocrbatch wrote (move it away, or choose another -o)")
+
+
 def read_records(path: Path, *, warn: bool = False) -> Iterator[dict[str, Any]]:
-    """The records in `path`, in order; lines that are not whole JSON records, and records whose fields have
-    the wrong types, are skipped (with a warning when `warn`)."""
-    cut = malformed = 0
+    """The records in `path`, in order; lines that are not whole JSON records (cut short, nested too deep,
+    over MAX_LINE_BYTES), and records whose fields have the wrong types, are skipped (with a warning when
+    `warn`). A path that is not a regular file, or too large, raises UsageError (`check`)."""
+    cut = malformed = long = 0
+    check(path)
     try:
-        with open(path, encoding="utf-8", errors="surrogateescape") as fh:
-            for line in fh:
-                line = line.strip()
-                if not line:
-                    continue
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError:
-                    cut += 1  # a line cut short by a crash
-                    continue
-                if well_formed(rec):
-                    yield rec
-                else:
-                    malformed += 1
+        fd = safefiles.open_file(path, os.O_RDONLY, "the manifest")
     except FileNotFoundError:
         return
+    with os.fdopen(fd, "rb") as fh:
+        for raw in safefiles.lines(fh, MAX_LINE_BYTES):
+            if raw is None:
+                long += 1
+                continue
+            line = raw.decode("utf-8", errors="surrogateescape").strip()
+            if not line:
+                continue
+            try:
+                rec = json.loads(line)
+            except (ValueError, RecursionError):  # JSONDecodeError; a line of brackets nested too deep
+                cut += 1  # a line cut short by a crash, or not ocrbatch's
+                continue
+            if well_formed(rec):
+                yield rec
+            else:
+                malformed += 1
     if cut and warn:
         log.warning("%s: ignored %d line(s) that are not whole JSON records (cut short when an earlier "
                     "run was stopped); their pages will be redone", path, cut)
+    if long and warn:
+        log.warning("%s: ignored %d line(s) over %d bytes (not records ocrbatch wrote); their pages will be "
+                    "redone", path, long, MAX_LINE_BYTES)
     if malformed and warn:
         log.warning("%s: ignored %d record(s) whose fields have the wrong type (e.g. a page number in quotes); "
                     "their pages will be redone", path, malformed)
@@ -325,7 +345,7 @@ class Manifest:
 
     def _open_for_append(self) -> int:
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, atomic.file_mode())
+        fd = safefiles.open_file(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, "the manifest", atomic.file_mode())
         try:
             _cut_partial_line(fd)
         except OSError:

@@ -16,21 +16,23 @@ import threading
 import time
 from pathlib import Path
 
+from . import safefiles
+from .atomic import TEMP_NAME_CHARS
 from .errors import UsageError
 from .pipeline.stats import STAGES, Snapshot
 
 log = logging.getLogger("ocrbatch")
 
 LAST_SUCCESS = "ocrbatch_last_success_timestamp_seconds"
+MAX_BYTES = 1 << 20  # an earlier metrics file is read only up to this (ocrbatch's are a few kilobytes)
 STATUSES = ("ok", "skipped", "failed", "truncated", "cancelled")
 
 
 class MetricsFile:
     def __init__(self, path: Path) -> None:
-        if not path.parent.is_dir():
+        if safefiles.check_folder(path.parent, "--metrics-file: folder") is None:
             raise UsageError(f"--metrics-file: folder {path.parent} does not exist")
-        if path.is_dir():
-            raise UsageError(f"--metrics-file: {path} is a folder")
+        safefiles.check_file(path, "--metrics-file")  # a FIFO, /dev/full, /dev/null...: refused, never replaced
         self.path = path
         self.last_success = previous_value(path, LAST_SUCCESS)
         self._lock = threading.Lock()  # the periodic writer and the final write may meet
@@ -44,9 +46,10 @@ class MetricsFile:
             text = render(snap, exit_code=exit_code, last_success=self.last_success)
             try:
                 _replace(self.path, text)
-            except OSError as exc:
+            except (OSError, UsageError) as exc:
                 if not self._warned:
-                    log.warning("cannot write the metrics file %s: %s", self.path, exc.strerror or exc)
+                    log.warning("cannot write the metrics file %s: %s", self.path,
+                                getattr(exc, "strerror", None) or exc)
                     self._warned = True
 
 
@@ -108,10 +111,13 @@ def _resources(snap: Snapshot, metric) -> None:
 
 
 def previous_value(path: Path, name: str) -> float | None:
-    """The value of an unlabelled sample `name` in an existing metrics file, if there is one."""
+    """The value of an unlabelled sample `name` in an existing metrics file, if there is one (UsageError when
+    the path is not a regular file, or larger than any ocrbatch writes)."""
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = safefiles.read_text(path, "--metrics-file", MAX_BYTES)
     except OSError:
+        return None
+    if text is None:
         return None
     m = re.search(rf"^{re.escape(name)}\s+(\S+)\s*$", text, re.MULTILINE)
     try:
@@ -123,7 +129,8 @@ def previous_value(path: Path, name: str) -> float | None:
 def _replace(path: Path, text: str) -> None:
     # Not pipeline.write.atomic_write: the collector runs as another user, so the file must be readable
     # (mkstemp makes it 0600) before the rename, and its temporary name must not end in .prom.
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    safefiles.check_file(path, "--metrics-file")  # something else put there since: not replaced
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:TEMP_NAME_CHARS]}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             if hasattr(os, "fchmod"):

@@ -9,7 +9,8 @@ Schema, version 1 (`SCHEMA` below is the same as a JSON Schema; tests/test_pagej
      "status": "ok",                      or "truncated" (DeepSeek-OCR-2 stopped at its token limit)
      "engine": "rapidocr/ppocrv6-small",
      "width": 1240, "height": 1754,       the page in pixels, as decoded: a PDF page rendered at `dpi`
-     "dpi": 150,                          null for an image (its own pixels)
+     "dpi": 150,                          null for an image (its own pixels); lower than --dpi (a fraction) for a
+                                          page so large it was rendered capped (its record's info: dpi_capped)
      "confidence": {...},                 as in the manifest (confidence.py); null when the engine gives none
      "lines": [                           in the order the Markdown gives them
        {"order": 0,                       the line's place in that order (0, 1, 2...)
@@ -60,7 +61,7 @@ SCHEMA: dict[str, Any] = {
         "source": {"type": "string"}, "page": {"type": "integer", "minimum": 1},
         "status": {"enum": ["ok", "truncated"]}, "engine": {"type": "string"},
         "width": {"type": "integer", "minimum": 0}, "height": {"type": "integer", "minimum": 0},
-        "dpi": {"type": ["integer", "null"]},
+        "dpi": {"type": ["number", "null"]},
         "confidence": {"type": ["object", "null"], "required": ["method", "score"]},
         "lines": {"type": "array", "items": _LINE}, "figures": {"type": "array", "items": _FIGURE},
     },

@@ -13,6 +13,7 @@ from .errors import DecodeError
 
 LOCK = threading.RLock()
 MAX_RENDER_PIXELS = 64_000_000  # a page is rendered at --dpi, or smaller if it would exceed this
+CAPPED_DPI = "ocrbatch_capped_dpi"  # the image's info key for the dpi a capped page was rendered at
 # PDFium keeps what it parsed of every page it has loaded (page dictionaries, image streams, fonts) until the
 # document is closed: a 2,000-page scan would hold all of it. The document is reopened after this many pages.
 REOPEN_EVERY = 64
@@ -73,6 +74,8 @@ class PdfHandle:
                     # to_pil() shares the bitmap's memory; copy it while we hold the lock.
                     image = bitmap.to_pil().copy()
                     bitmap.close()
+                    if scale < dpi / 72.0:  # capped: the dpi it really has (pixel <-> point conversions need it)
+                        image.info[CAPPED_DPI] = scale * 72.0
                 finally:
                     page.close()
             except pypdfium2.PdfiumError as exc:

@@ -44,8 +44,9 @@ HASH_CHARS = 12  # hex digits of the hash that ends a shortened name
 
 def fit_key(key: PurePosixPath, multipage: bool, name_max: int = NAME_MAX) -> PurePosixPath:
     """`key` itself, or, when a file it names would be over `name_max` bytes, its last part cut short and ended
-    with `~` and a hash of the whole key (the same key always gives the same name)."""
-    ext = b"" if multipage else b".md"
+    with `~` and a hash of the whole key (the same key always gives the same name). A multi-page document's
+    key names a folder and, with --join, its joined KEY.md: room is kept for the .md either way."""
+    ext = b".md"
     raw = os.fsencode(key.name)
     if len(raw) + len(ext) <= name_max:
         return key
@@ -106,6 +107,7 @@ class PageImage:
     prepared: Any = None  # the engine's own preprocessed inputs (Front.prepare), e.g. tiles in pool slots
     held_s: float = 0.0  # seconds `prepare` waited for free buffers (back-pressure, not work)
     reply: Any = None  # where the page's result goes (pipeline/lanes.py: Reply); None: the worker's own emit
+    dpi: float | None = None  # a PDF page rendered below --dpi (pdfium.MAX_RENDER_PIXELS): the dpi it got
 
     @property
     def size(self) -> tuple[int, int]:

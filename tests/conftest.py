@@ -100,3 +100,18 @@ def raw_pdf(objects: list[bytes], trailer: bytes = b"") -> bytes:
     out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
     out += b"trailer\n<< /Size %d /Root 1 0 R %s>>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, trailer, xref)
     return bytes(out)
+
+
+@pytest.fixture(autouse=True)
+def _ocrbatch_loggers_as_found():
+    """The CLI run in-process (CliRunner) sets up the `ocrbatch` loggers for a terminal (own handlers, no
+    propagation); put them back after each test, so a later test's caplog sees their records whatever ran first."""
+    import logging
+
+    saved = {n: (lg.handlers[:], lg.propagate, lg.level)
+             for n in ("ocrbatch", "ocrbatch.files") for lg in [logging.getLogger(n)]}
+    yield
+    for n, (handlers, propagate, level) in saved.items():
+        lg = logging.getLogger(n)
+        lg.handlers[:], lg.propagate = handlers, propagate
+        lg.setLevel(level)

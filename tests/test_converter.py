@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
+import subprocess
+import sys
 import threading
 from concurrent.futures import Future
 from pathlib import Path
@@ -177,3 +180,110 @@ def test_a_file_changed_between_submits_is_read_afresh_and_an_empty_selection_gi
         after = [f.result(timeout=60).markdown for f in conv.submit(path, pages="1")]
         assert conv.submit(path, pages="7-") == []
     assert before != after and len(before) == len(after) == 1
+
+
+# -- close is total (issue 27) ------------------------------------------------------------------------------
+
+def test_close_resolves_every_future_submitting_threads_got_and_the_process_exits_cleanly():
+    """scripts/close_stress.py, reduced: 8 threads submit PDFs as bytes, images and paths while close() or
+    close(wait=False) is called at random moments; every future is resolved when close returns (refused ones
+    with ConverterClosedError, never a bare temporary path), and the process exits 0 (no PDF left open)."""
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "close_stress.py"), "--rounds", "4",
+                        "--per-process", "4", "--json"], capture_output=True, text=True, timeout=300)
+    figures = json.loads(p.stdout.splitlines()[-1])
+    assert p.returncode == 0 and figures["rounds"] == 4 and figures["futures"] > 0, (figures, p.stderr)
+    assert figures["unresolved"] == figures["unclear"] == figures["crashes"] == 0, (figures, p.stderr)
+
+
+def test_leaving_a_with_block_by_an_exception_with_pdf_bytes_in_flight_exits_cleanly(tmp_path):
+    """`with Converter():` whose block raises closes with wait=False: its PDFs (given as bytes) must not be
+    left open to the interpreter's exit, where pdfium would crash the process."""
+    pdf = save_pdf(tmp_path / "d.pdf", [draw_page(f"page {i}", size=(200, 260)) for i in range(6)])
+    script = (f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"
+              "from ocrbatch import Converter\n"
+              f"data = open({str(pdf)!r}, 'rb').read()\n"
+              "futures = []\n"
+              "try:\n"
+              "    with Converter(engine='fake', max_batch=2) as conv:\n"
+              "        for _ in range(20):\n"
+              "            futures += conv.submit(data)\n"
+              "        raise KeyError('the caller failed')\n"
+              "except KeyError:\n"
+              "    pass\n"
+              "print(sum(not f.done() for f in futures), len(futures))\n")
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and "still open" not in p.stderr, p.stderr
+    assert p.stdout.split() == ["0", "120"]
+
+
+def test_a_page_read_after_its_pdfs_are_closed_reopens_nothing(tmp_path):
+    from ocrbatch.errors import DecodeError
+    from ocrbatch.pipeline.decode import PdfCache
+
+    pdf = save_pdf(tmp_path / "d.pdf", [draw_page("one", size=(200, 260))])
+    cache = PdfCache(size=1)
+    assert cache.render(pdf, 0, 72).size[0] > 0
+    cache.close()
+    with pytest.raises(DecodeError, match="closed"):
+        cache.render(pdf, 0, 72)
+
+
+def test_an_empty_image_is_a_page_too_small_not_a_crash():
+    from PIL import Image
+
+    with Converter(engine="rapidocr") as conv:
+        for size in ((0, 0), (1, 50), (50, 0)):
+            result = conv.submit(Image.new("RGB", size)).result(timeout=60)
+            assert result.status.value == "failed" and "page is too small" in result.message, result.message
+
+
+def test_a_page_cancelled_while_it_was_read_lands_exactly_once():
+    """A page whose caller went away while it was being read (a text-layer page, or one that failed to decode,
+    is answered by the decode thread): no result goes to the cancelled future, but the page is counted off the
+    converter's pages in flight, once, whatever else answers it later (serve's pages_in_flight, issue 27)."""
+    from ocrbatch.pipeline.lanes import FutureReply
+    from ocrbatch.records import PageResult, Status
+
+    landed: list[int] = []
+    future: Future = Future()
+    reply = FutureReply(future, "interactive", done=lambda: landed.append(1))
+    assert future.cancel()
+    reply.deliver(PageResult(ref=None, status=Status.OK, markdown="late"))
+    assert landed == [1]
+    reply.fail(RuntimeError("and again"))  # close() answering what is left, say
+    assert landed == [1] and future.cancelled()
+
+
+def test_a_page_refused_as_the_converter_closes_says_so_not_a_temporary_path(tmp_path):
+    """bytes spilled to the converter's temporary folder, then close() removes it before the page is read:
+    the future fails with ConverterClosedError, never with the temporary file's path as its error."""
+    from ocrbatch.errors import ConverterClosedError
+
+    conv = Converter(engine="fake")
+    conv.check()
+    conv.close()
+    gone = tmp_path / "ocrbatch-api-x" / "tmp1234"  # as _spill names them; removed with the folder
+    future = conv._submit_file(gone, "<bytes>", None, "interactive")
+    with pytest.raises(ConverterClosedError, match="closed"):
+        future.result(timeout=10)
+
+
+def test_a_page_taken_as_close_runs_is_answered_or_refused_never_left():
+    """close() comes in the middle of a submit (after its checks, before its page is queued): the page's future
+    is resolved at once, not queued behind the decode pools' end where nothing would ever run it."""
+    from PIL import Image
+
+    from ocrbatch.errors import ConverterClosedError
+
+    conv = Converter(engine="fake")
+    conv.check()
+    watch = conv._watch_decoding
+
+    def close_meanwhile() -> None:  # runs inside submit, between its checks and the page's queueing
+        watch()
+        conv.close()
+
+    conv._watch_decoding = close_meanwhile
+    future = conv.submit(Image.new("RGB", (40, 40), "white"))
+    with pytest.raises(ConverterClosedError):
+        future.result(timeout=30)

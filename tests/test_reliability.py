@@ -300,8 +300,9 @@ def _wait_for(path: Path, proc: subprocess.Popen) -> None:
         time.sleep(0.05)
 
 
-@pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+@pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130), (signal.SIGHUP, 129)])
 def test_a_signal_keeps_the_batch_in_progress_and_ends_with_a_summary(good, tmp_path, signum, code):
+    """SIGHUP (a terminal closed, an ssh session killed) is handled as SIGTERM is, with its own code (issue 27)."""
     proc, marks, out = _start_marking(good, tmp_path, "--metrics-file", str(tmp_path / "m.prom"))
     _wait_for(marks / "batch-2", proc)  # the first batch is written, the second in the engine
     in_progress = (marks / "batch-2").read_text().splitlines()
@@ -322,7 +323,8 @@ def test_a_signal_keeps_the_batch_in_progress_and_ends_with_a_summary(good, tmp_
 
 
 def test_a_second_signal_exits_at_once_without_partial_files(good, tmp_path):
-    proc, marks, out = _start_marking(good, tmp_path)
+    """...and still records every page taken (the batch in the engine as cancelled) and prints --json (issue 27)."""
+    proc, marks, out = _start_marking(good, tmp_path, "--json")
     _wait_for(marks / "batch-2", proc)
     proc.send_signal(signal.SIGTERM)
     seen = []
@@ -331,13 +333,22 @@ def test_a_second_signal_exits_at_once_without_partial_files(good, tmp_path):
         if "taking no more pages" in line:
             break
     proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=120)
+    stdout, err = proc.communicate(timeout=120)
     err = "".join(seen) + err
     assert proc.returncode == 143, err
     assert "second SIGTERM" in err
     assert [p.name for p in out.rglob(".*") if p.name != ".ocrbatch.lock"] == []
-    for rec in assert_whole_json_lines(out / "manifest.jsonl"):
-        assert (out / rec["output"]).read_text().startswith("# ")
+    records = assert_whole_json_lines(out / "manifest.jsonl")
+    for rec in records:
+        if rec["status"] == "ok":
+            assert (out / rec["output"]).read_text().startswith("# ")
+    in_engine = (marks / "batch-2").read_text().splitlines()  # taken, not finished: recorded as cancelled
+    recorded = {(Path(r["source"]).name, r["page"]): r["status"] for r in records}
+    for line in in_engine:
+        name, page = line.rsplit(" ", 1)
+        assert recorded.get((Path(name).name, int(page))) in ("ok", "cancelled"), recorded
+    summary = json.loads(stdout)
+    assert summary["exit_code"] == 143 and summary["pages_cancelled"] >= 1, summary
 
 
 def test_the_first_ctrl_c_stops_a_run_whose_engine_never_returns(good, tmp_path):

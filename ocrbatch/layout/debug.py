@@ -8,6 +8,7 @@ region saying whether it was read as flow (columns) or records (row by row), and
 
 from __future__ import annotations
 
+import logging
 import re
 from pathlib import Path
 from typing import Any
@@ -17,25 +18,41 @@ from .page import PageLayout
 _COLOURS = {"text": (0, 90, 220), "figure": (0, 150, 60), "furniture": (150, 150, 150), "table": (200, 120, 0)}
 
 
-def write_debug(folder: str | Path, ref: Any, page: PageLayout, image: Any | None) -> Path:
+def write_debug(folder: str | Path, ref: Any, page: PageLayout, image: Any | None) -> Path | None:
     """FOLDER/NAME.png (the picture) and FOLDER/NAME.txt (`describe`) for one page: NAME is the file's
-    name and the page number (scan.pdf-page-0002); `image` the page (an RGB array or PIL image) or None."""
+    name and the page number (scan.pdf-page-0002), shortened with a hash as page names are when it would be
+    over the file system's limit; `image` the page (an RGB array or PIL image) or None. A picture that cannot
+    be written is a warning, never a change to the page's result (None)."""
     from PIL import Image
+
+    from ..errors import UsageError
+    from ..safefiles import check_file
 
     name = debug_name(ref)
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{name}.txt").write_text(describe(page) + "\n", encoding="utf-8")
-    if image is not None and not hasattr(image, "convert"):
-        image = Image.fromarray(image)
-    return draw_layout(page, image, folder / f"{name}.png")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for suffix in (".txt", ".png"):  # a FIFO or a device there is neither written nor replaced
+            check_file(folder / f"{name}{suffix}", "--debug-layout file")
+        (folder / f"{name}.txt").write_text(describe(page) + "\n", encoding="utf-8")
+        if image is not None and not hasattr(image, "convert"):
+            image = Image.fromarray(image)
+        return draw_layout(page, image, folder / f"{name}.png")
+    except (OSError, UsageError) as exc:
+        logging.getLogger("ocrbatch").warning("--debug-layout: cannot write %s: %s", folder / f"{name}.png",
+                                              getattr(exc, "strerror", None) or exc)
+        return None
 
 
 def debug_name(ref: Any) -> str:
-    """NAME of a page's pictures: its file's name and the page number (scan.pdf-page-0002)."""
+    """NAME of a page's pictures: its file's name and the page number (scan.pdf-page-0002), shortened with a
+    hash when NAME.png would be over the file system's limit."""
+    from ..safefiles import fit_name
+
     source = getattr(getattr(ref, "source", None), "path", None)
     label = f"{Path(source).name}-page-{ref.page:04d}" if source is not None else getattr(ref, "label", None)
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", str(label or "page")).strip("-") or "page"
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", str(label or "page")).strip("-") or "page"
+    return fit_name(name, len(".png"))
 
 
 def describe(page: PageLayout) -> str:

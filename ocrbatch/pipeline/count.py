@@ -54,7 +54,8 @@ class PageCounter:
     def _count(self) -> None:
         n = 0
         try:
-            for cand in discover.iter_candidates(self.inputs, None, False, self.skip_dirs, discover.Discovery()):
+            for cand in discover.iter_candidates(self.inputs, None, False, self.skip_dirs,
+                                                 discover.Discovery(quiet=True)):
                 if self._stop.is_set():
                     return
                 if not discover.in_shard(cand, self.shard):  # --shard: this part's files only

@@ -19,7 +19,7 @@ from typing import Callable
 from .. import confidence, pdfium
 from ..engines.base import Front
 from ..errors import DecodeError, EngineLoadError, OcrbatchError, error_line
-from ..images import DEFAULT_MAX_PIXELS, check_size, open_image, to_rgb
+from ..images import DEFAULT_MAX_PIXELS, check_size, open_image, to_rgb, too_small
 from ..records import Kind, PageImage, PageRef, PageResult, Status
 from .queue import ClosableQueue, Closed
 
@@ -32,9 +32,12 @@ class PdfCache:
     def __init__(self, size: int) -> None:
         self.size = max(1, size)
         self._open: collections.OrderedDict[Path, pdfium.PdfHandle] = collections.OrderedDict()
+        self._closed = False
 
     def _handle(self, path: Path) -> pdfium.PdfHandle:
         # Called under the lock: no other thread can close the handle meanwhile.
+        if self._closed:  # a page read after its owner let go (a converter closing): no document reopened,
+            raise DecodeError("cannot read: the converter was closed")  # none left open at the process's exit
         handle = self._open.get(path)
         if handle is None:
             handle = pdfium.PdfHandle(path)
@@ -56,6 +59,7 @@ class PdfCache:
 
     def close(self) -> None:
         with pdfium.LOCK:
+            self._closed = True
             for handle in self._open.values():
                 handle.close()
             self._open.clear()
@@ -137,9 +141,10 @@ def decode_page(ref: PageRef, dpi: int, pdfs: PdfCache, max_pixels: int = DEFAUL
         raise DecodeError(f"image too large to decode safely: {exc}") from exc
     except (OSError, ValueError, EOFError, SyntaxError) as exc:
         raise DecodeError(f"cannot decode: {exc}") from exc
-    if image.width < 2 or image.height < 2:
-        raise DecodeError(f"page is too small ({image.width}x{image.height} px)")
-    return PageImage(ref=ref, image=image, decode_s=time.perf_counter() - t0)
+    small = too_small(image.width, image.height)
+    if small is not None:
+        raise DecodeError(small)
+    return PageImage(ref=ref, image=image, decode_s=time.perf_counter() - t0, dpi=image.info.get(pdfium.CAPPED_DPI))
 
 
 def rgb_copy(image):
@@ -160,6 +165,9 @@ def read(ref: PageRef, dpi: int, pdfs: PdfCache, text_layer: str, front: Front,
 
 def prepare(front: Front, page: PageImage) -> PageImage | PageResult:
     """Front.prepare, with a failure confined to its page (its result, one line)."""
+    small = too_small(*page.image.size)
+    if small is not None:  # a page given as an image (the Python API): engines would divide by its size
+        return PageResult(ref=page.ref, status=Status.FAILED, error=small)
     try:
         return front.prepare(page)
     except EngineLoadError:
@@ -219,10 +227,21 @@ class DecodePool:
             except Exception:  # noqa: BLE001 - a job answers its own errors; this is a last resort
                 log.exception("a decode job failed")
 
-    def close(self, wait: bool = True) -> None:
-        """No more jobs; with `wait`, the queued ones are done first (without: a stuck thread is left behind)."""
+    def close(self, wait: bool = True, drop: bool = False) -> list[Callable[[], None]]:
+        """No more jobs; with `wait`, the queued ones are done first (without: a stuck thread is left behind).
+        With `drop`, the jobs not started are taken off instead and returned, for their owner to answer."""
+        left: list[Callable[[], None]] = []
+        if drop:
+            while True:
+                try:
+                    job = self._jobs.get_nowait()
+                except queue.Empty:
+                    break
+                if job is not None:
+                    left.append(job)
         for _ in self._threads:
             self._jobs.put(None)
         if wait:
             for t in self._threads:
                 t.join()
+        return left

@@ -84,6 +84,7 @@ class Discovery:
     missing_inputs: list[str] = field(default_factory=list)
     renamed: list[tuple[str, str]] = field(default_factory=list)  # (source, new output key)
     shortened: list[tuple[str, str]] = field(default_factory=list)  # (source, output key cut to fit)
+    quiet: bool = False  # a walk that only counts (count.py): what it meets is said by discovery itself
 
 
 def read_path_list(stream: IO[str], null_separated: bool,
@@ -199,7 +200,8 @@ def _expand(path: Path, display: str, listed: bool, seen: set[Path], skip: set[P
         st = os.stat(path)
     except FileNotFoundError:
         found.missing_inputs.append(display)
-        log.error("%s: no such file or directory", display)
+        if not found.quiet:
+            log.error("%s: no such file or directory", display)
         return
     except OSError as exc:
         where = Path(os.path.abspath(path))

@@ -255,8 +255,11 @@ class InferWorker:
 
     def emit_output(self, page: PageImage, out: PageOutput | BaseException, timings: dict[str, float]) -> None:
         if isinstance(out, PageOutput):
+            info = out.info
+            if page.dpi is not None:  # rendered below --dpi (a poster-sized page): its real dpi, flagged
+                info = {**info, "dpi": round(page.dpi, 3), "dpi_capped": True}
             self._send(page, PageResult(ref=page.ref, status=out.status, markdown=out.markdown,
-                                        attachments=out.attachments, timings=timings, info=out.info,
+                                        attachments=out.attachments, timings=timings, info=info,
                                         lines=out.lines))
         else:
             self._send(page, PageResult(ref=page.ref, status=Status.FAILED, error=error_line(out),

@@ -14,6 +14,7 @@ import time
 from concurrent.futures import Future
 from typing import Callable, Protocol
 
+from ..errors import ConverterClosedError
 from ..records import Batch, PageImage, PageResult
 from .batcher import Batcher
 from .queue import ClosableQueue, Closed
@@ -43,26 +44,40 @@ class FutureReply:
 
     def __init__(self, future: Future, lane: str, done: Callable[[], None] = lambda: None) -> None:
         self.future, self.lane, self._done = future, lane, done
+        self._lock = threading.Lock()  # a device thread, the decode watchdog and close() may answer at once
+        self._landed = False
 
     def wanted(self) -> bool:
         return not self.future.cancelled()
 
     def start(self) -> bool:
-        if self.future.set_running_or_notify_cancel():
+        with self._lock:
+            go = not self.future.done() and self.future.set_running_or_notify_cancel()
+        if go:
             return True
-        self._done()
+        self._land()  # cancelled (or answered already): dropped
         return False
 
     def deliver(self, result: PageResult) -> None:
-        if self.future.done():  # answered already (a stall given up, then the stuck batch ended): once only
-            return
-        if self.future.running() or self.future.set_running_or_notify_cancel():
-            self.future.set_result(result)
-        self._done()
+        with self._lock:
+            # Answered already (a stall given up, then the stuck batch ended; close() failed it) or cancelled
+            # while it was read: no second answer, but it has landed all the same (exactly once).
+            if not self.future.done() and (self.future.running() or self.future.set_running_or_notify_cancel()):
+                self.future.set_result(result)
+        self._land()
 
     def fail(self, exc: BaseException) -> None:
-        if not self.future.done():
-            self.future.set_exception(exc)
+        with self._lock:
+            if not self.future.done():
+                self.future.set_exception(exc)
+        self._land()
+
+    def _land(self) -> None:
+        """The page is off the converter's hands: `done` once, whichever way it ended."""
+        with self._lock:
+            if self._landed:
+                return
+            self._landed = True
         self._done()
 
 
@@ -81,7 +96,7 @@ class Lanes:
             while lane == "bulk" and not self._closed and self.batcher.depth()["bulk"] >= self.limit:
                 self._cond.wait()
             if self._closed:
-                raise RuntimeError("the converter is closed")
+                raise ConverterClosedError("the converter was closed before this page was converted")
             self.batcher.add(page, time.monotonic(), lane)
             self._cond.notify_all()
 

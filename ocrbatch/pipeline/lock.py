@@ -20,7 +20,7 @@ import logging
 import os
 from pathlib import Path
 
-from .. import atomic
+from .. import atomic, safefiles
 from ..config import Shard
 from ..errors import OutputLockedError, OutputWriteError
 
@@ -85,7 +85,7 @@ class OutputLock:
             return True
 
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, atomic.file_mode())
+            fd = safefiles.open_file(self.path, os.O_RDWR | os.O_CREAT, "the lock file", atomic.file_mode())
         except OSError as exc:  # a full disk (no inode left) or a read-only folder: nothing can be written
             raise OutputWriteError(f"cannot create {self.path}: {exc.strerror or exc}") from exc
         try:

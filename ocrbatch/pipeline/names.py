@@ -14,11 +14,15 @@ from pathlib import PurePosixPath
 from typing import Iterator, Protocol
 
 from ..errors import DecodeError
-from ..manifest import output_names
+from ..manifest import NAME as MANIFEST_NAME, output_names
 from ..records import NAME_MAX, fit_key, page_output
+from .lock import NAME as LOCK_NAME
 
 __all__ = ["NAME_MAX", "KeyClaims", "NameBook", "fit_key", "natural_key"]
 
+# Names of the output folder's own files, as output_names spells a key's: no input's key may take them (an
+# input named manifest.jsonl.pdf would need a folder where the manifest is).
+RESERVED = frozenset({f"stem:{MANIFEST_NAME}", f"stem:{LOCK_NAME}"})
 MAX_SUFFIX = 1000  # report-2 ... report-999: then the source fails ("too many inputs map to the same name")
 
 
@@ -39,7 +43,7 @@ class KeyClaims:
     """Keys taken so far in this run, and those `book` says earlier runs gave; one claim per source."""
 
     def __init__(self, book: NameBook | None = None, name_max: int = NAME_MAX) -> None:
-        self._taken: set[str] = set()
+        self._taken: set[str] = set(RESERVED)
         self.book = book
         self.name_max = name_max
 

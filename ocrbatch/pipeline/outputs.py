@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable
 
-from .. import pagejson
+from .. import pagejson, safefiles
 from ..atomic import atomic_write, is_fatal
 from ..config import PageSelection
 from ..errors import OutputWriteError
@@ -28,6 +28,7 @@ from ..records import Attachment, PageRef, PageResult, Source, Status, page_outp
 from . import joined
 
 log = logging.getLogger("ocrbatch")
+MAX_PAGE_BYTES = 256 << 20  # a page file read back for --join is at most this (ocrbatch's are far smaller)
 files_log = logging.getLogger("ocrbatch.files")
 
 
@@ -66,7 +67,7 @@ class Outputs:
         rel = json_path(result.ref)
         figures = [a.relpath.relative_to(rel.parent).as_posix() for a in result.attachments
                    if a.relpath.suffix == ".png" and a.relpath.is_relative_to(rel.parent)]
-        dpi = self.dpi if result.ref.source.kind.value == "pdf" else None
+        dpi = result.info.get("dpi", self.dpi) if result.ref.source.kind.value == "pdf" else None
         page = pagejson.page_json(result, self.engine, dpi=dpi, figure_files=figures)
         kept = [a for a in result.attachments if a.relpath != rel]
         result.attachments = kept + [Attachment(rel, pagejson.dumps(page))]
@@ -136,7 +137,8 @@ class Outputs:
             if rec is None:
                 continue
             if rec.get("status") in DONE and rec.get("output") and (self.out_dir / rec["output"]).is_file():
-                parts.append((page, (self.out_dir / rec["output"]).read_text(encoding="utf-8", errors="replace"), None))
+                text = safefiles.read_text(self.out_dir / rec["output"], "the page file", MAX_PAGE_BYTES)
+                parts.append((page, text, None) if text is not None else (page, None, "its page file is gone"))
             elif rec.get("status") == Status.FAILED.value:
                 parts.append((page, None, rec.get("error") or "failed"))
         if not parts:

@@ -386,8 +386,7 @@ class RayDevices:
         folder = self.config.engine_options.debug_layout
         for name, content in answer.layout_files:
             if folder is not None:
-                Path(folder).mkdir(parents=True, exist_ok=True)
-                (Path(folder) / Path(name).name).write_bytes(content)
+                _write_picture(Path(folder) / Path(name).name, content)
         self.busy(time.perf_counter() - sent.at, len(sent.refs))
         for result in one_each(sent.refs, answer.results):
             self.emit(result)
@@ -461,6 +460,20 @@ class RayDevices:
                 self.blobs.popitem(last=False)
         self.blobs.move_to_end(src.path)
         return blob
+
+
+def _write_picture(path: Path, content: bytes) -> None:
+    """A --debug-layout file an actor drew, into the folder here; as layout/debug.py does it: a file that cannot be
+    written (a FIFO there, a full disk) is a warning, never a change to the page's result."""
+    from ..errors import UsageError
+    from ..safefiles import check_file
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        check_file(path, "--debug-layout file")
+        path.write_bytes(content)
+    except (OSError, UsageError) as exc:
+        log.warning("--debug-layout: cannot write %s: %s", path, getattr(exc, "strerror", None) or exc)
 
 
 def _failed(refs: list[PageRef], why: str) -> list[PageResult]:

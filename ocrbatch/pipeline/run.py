@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import IO, Any, Callable
 
 from ..config import RunConfig
-from ..errors import Interrupted, NoInputsError, OcrbatchError, OutputWriteError, StalledError
+from ..errors import Interrupted, NoInputsError, OcrbatchError, OutputWriteError, StalledError, UsageError
 from ..manifest import NAME as MANIFEST, Manifest, shard_name
 from ..memory import return_large_buffers_to_os
 from ..records import PageRef, PageResult, Status
+from .. import safefiles
 from . import count, decode, discover, names, remote, signals, write
 from .lanes import RunReply
 from .ledger import LedgerQueue, PageLedger
@@ -49,7 +50,10 @@ class _Run:
         self.follow = follow
         self.writer = write.Writer(self.out, self.manifest, ident, self.outputs)
         self.found = discover.Discovery()
-        self.counter = count.PageCounter(config.inputs, config.pages, [self.out], config.shard)  # the total, ahead
+        # Folders ocrbatch writes are never inputs: the output, and --debug-layout's pictures
+        debug = config.engine_options.debug_layout
+        self.skip_dirs = [self.out] + ([Path(debug)] if debug else [])
+        self.counter = count.PageCounter(config.inputs, config.pages, self.skip_dirs, config.shard)  # the total, ahead
         n_dec = 0 if config.ray else config.workers
         self.stats = Stats(workers={"decode": n_dec, "infer": len(service.device_names)})
         self.ledger = PageLedger()  # every page taken off `refs` gets exactly one record (ledger.py)
@@ -69,7 +73,7 @@ class _Run:
         if self.follow is not None:  # it sees what discovery hands on, in order
             refs, results = _Seen(refs, self.follow.found), _Seen(results, self.follow.found)
         discover.run(self.config.inputs, refs, results, stdin=self.stdin, found=self.found,
-                     null_separated=self.config.null_separated, pages=self.config.pages, skip_dirs=[self.out],
+                     null_separated=self.config.null_separated, pages=self.config.pages, skip_dirs=self.skip_dirs,
                      is_done=self._is_done, force=self.config.force, names=self.manifest,
                      name_max=_name_max(self.out), shard=self.config.shard)
 
@@ -129,7 +133,7 @@ class _Run:
             t.start()
         try:
             self.write()
-        except OutputWriteError as exc:  # disk full...: stop at once, with a summary
+        except (OutputWriteError, UsageError) as exc:  # disk full, a FIFO where a page goes: stop, with a summary
             self.stop(why=exc)
         except BaseException:
             self.stop()
@@ -163,8 +167,9 @@ class _Run:
             log.warning("%s: taking no more pages; finishing the pages in progress (up to %.0f s; send it again "
                         "to stop at once)", why.signal_name, signals.GRACE_S)
             self.stop(why=why, grace_s=signals.GRACE_S)
-        elif self.stopping is not None and not self.aborted and time.monotonic() > self.deadline:
-            if isinstance(self.stopping, Interrupted):
+        elif self.stopping is not None and not self.aborted and (time.monotonic() > self.deadline
+                                                                 or signals.forced()):
+            if isinstance(self.stopping, Interrupted) and not signals.forced():
                 log.warning("the pages in progress did not finish within %.0f s; they are recorded as cancelled "
                             "(a rerun redoes them)", signals.GRACE_S)
             self.stop()
@@ -237,6 +242,9 @@ def run(config: RunConfig, *, stdin: IO[str] | None = None, watch: Watch | None 
     `follow` (e.g. stdout.StdoutPrinter) sees each page ref and early result discovery hands on, in order
     (`found`, on discovery's thread), and each result once written and recorded (`written`, on the writer's)."""
     write.check_output(config.output)
+    debug = config.engine_options.debug_layout
+    if debug:
+        safefiles.check_folder(Path(debug), "--debug-layout")
     return_large_buffers_to_os()  # peak memory flat in the page count (memory.py)
     with OutputLock(config.output, config.shard), lent(config.service, service) as engine_side:  # one per folder
         return _Run(config, engine_side, stdin, follow).execute(watch)

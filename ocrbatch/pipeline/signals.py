@@ -1,4 +1,4 @@
-"""SIGINT and SIGTERM during a run: the first asks the run to stop, a second exits at once.
+"""SIGINT, SIGTERM and SIGHUP during a run: the first asks the run to stop, a second to stop now.
 
     install()                          # first thing in `ocrbatch convert`: a signal from now on is kept
     with catch_stop_signals():
@@ -6,8 +6,12 @@
 
 A first signal only records the request (a handler must not do more); the orchestrator sees it within half a
 second, stops taking pages, lets the batches in progress finish for up to GRACE_S seconds and writes their
-results, then ends with a summary and exit code 130 (SIGINT) or 143 (SIGTERM). A second signal removes the
-temporary file being written, if any, and exits at once with the same code: no file is left half written.
+results, then ends with a summary and exit code 130 (SIGINT), 143 (SIGTERM) or 129 (SIGHUP: a terminal closed,
+an ssh session killed). A second signal asks for the same at once (`forced()`): the pages in progress are not
+waited for; every page taken still gets its record (cancelled), the manifest is whole and the summary (--json
+too) is printed. Should the run not get there within FORCE_S seconds (a thread stuck where nothing polls), or
+a third signal come, the temporary file being written is removed and the process exits with the same code: no
+file is left half written.
 
 The command line installs the handler (`install`) before anything else, so a signal that comes while it
 starts (imports, loading) is kept and the run, when it starts, stops at once with its summary. Signals a parent
@@ -26,10 +30,14 @@ from .. import atomic
 from ..errors import ExitCode, Interrupted
 
 GRACE_S = 10.0  # how long the batches in progress may take to finish after a stop was asked for
+FORCE_S = 10.0  # after a second signal, how long the run may take to record its pages before the process exits
 
-_NAMES = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM"}
-_CODES = {signal.SIGINT: ExitCode.INTERRUPTED, signal.SIGTERM: ExitCode.TERMINATED}
+_NAMES = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP"}
+_CODES = {signal.SIGINT: ExitCode.INTERRUPTED, signal.SIGTERM: ExitCode.TERMINATED,
+          signal.SIGHUP: ExitCode.HANGUP}
 _requested: Interrupted | None = None
+_forced = False  # a second signal came: stop now
+_running = False  # a run polls requested() and forced(): a second signal can be left to it
 
 
 def requested() -> Interrupted | None:
@@ -37,22 +45,55 @@ def requested() -> Interrupted | None:
     return _requested
 
 
+def forced() -> bool:
+    """A second signal came: the pages in progress are not waited for."""
+    return _forced
+
+
 def _handle(signum: int, _frame: object) -> None:
-    global _requested
+    global _requested, _forced
     if _requested is None:
         _requested = Interrupted(_NAMES.get(signum, f"signal {signum}"),
                                  _CODES.get(signum, ExitCode.INTERRUPTED))
         return
+    name = _NAMES.get(signum, "signal")
+    if _running and not _forced:
+        _forced = True
+        _say(f"ocrbatch: error: second {name}: stopped at once, recording the pages in progress as cancelled\n")
+        timer = threading.Timer(FORCE_S, _exit_now, args=(name,))
+        timer.daemon = True
+        timer.start()
+        return
+    _exit_now(name)
+
+
+def _exit_now(name: str) -> None:
+    """No file half written, then out (the run could not end by itself in time, or a third signal came)."""
     atomic.remove_in_flight()
+    _say(f"ocrbatch: error: second {name}: stopped at once\n")
+    os._exit(int(_requested.exit_code) if _requested is not None else int(ExitCode.TERMINATED))
+
+
+def _say(text: str) -> None:
     try:
-        os.write(2, f"ocrbatch: error: second {_NAMES.get(signum, 'signal')}: stopped at once\n".encode())
+        os.write(2, text.encode())
     except OSError:
         pass
-    os._exit(int(_requested.exit_code))
+
+
+@contextlib.contextmanager
+def running() -> Iterator[None]:
+    """A run is polling (pipeline/run.py): a second signal asks it to stop now rather than exiting."""
+    global _running
+    _running = True
+    try:
+        yield
+    finally:
+        _running = False
 
 
 def install() -> bool:
-    """Handle SIGINT and SIGTERM as stop requests from now on, for the rest of the process, and unblock them
+    """Handle SIGINT, SIGTERM and SIGHUP as stop requests from now on, for the rest of the process, and unblock them
     (main thread only: False elsewhere). A request made before a run is kept for it (catch_stop_signals)."""
     if threading.current_thread() is not threading.main_thread():
         return False
@@ -69,7 +110,7 @@ def _installed() -> bool:
 
 @contextlib.contextmanager
 def catch_stop_signals() -> Iterator[None]:
-    """Handle SIGINT and SIGTERM as stop requests for the duration (main thread only; elsewhere a no-op). When
+    """Handle SIGINT, SIGTERM and SIGHUP as stop requests for the duration (main thread only; elsewhere a no-op). When
     `install` came first, a request already made is kept, and the handler stays afterwards."""
     global _requested
     if threading.current_thread() is not threading.main_thread():
@@ -86,3 +127,4 @@ def catch_stop_signals() -> Iterator[None]:
         for s, handler in previous.items():
             signal.signal(s, handler)
         _requested = None
+        _forced = False

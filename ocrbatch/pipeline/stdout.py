@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import collections
 import os
+import sys
 import threading
-from typing import BinaryIO, Hashable
+from typing import BinaryIO, Hashable, TextIO
 
 from ..errors import OutputWriteError
 from ..records import PageRef, PageResult, Status
@@ -75,10 +76,52 @@ class StdoutPrinter:
         try:
             self.stream.write("".join(parts).encode("utf-8", errors="replace"))
             self.stream.flush()
-        except BrokenPipeError as exc:
+        except OSError as exc:
             self.closed = True
-            try:  # nothing more can reach the reader; spare Python's own complaint at exit
-                os.dup2(os.open(os.devnull, os.O_WRONLY), self.stream.fileno())
-            except (OSError, ValueError, AttributeError):
-                pass
-            raise OutputWriteError("stdout was closed (its reader went away); stopped") from exc
+            _silence(self.stream)
+            if isinstance(exc, BrokenPipeError):
+                raise OutputWriteError("stdout was closed (its reader went away); stopped") from exc
+            raise OutputWriteError(f"cannot write to stdout: {exc.strerror or exc}; stopped") from exc
+
+
+def _silence(stream: BinaryIO | TextIO | None) -> None:
+    """Nothing more can reach stdout's reader: what is left in its buffer goes nowhere, and Python's own
+    complaint at exit (flushing it) is spared."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno() if stream is not None else 1)
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def stdout_binary() -> BinaryIO:
+    """sys.stdout's bytes, for `-o -`; OutputWriteError (exit 7) when stdout is closed (`>&-`)."""
+    stream = getattr(sys.stdout, "buffer", None)
+    if stream is None:
+        raise OutputWriteError("stdout is closed: nowhere to print the pages (give -o a folder, or open stdout)")
+    return stream
+
+
+def print_stdout(text: str) -> None:
+    """`text` on stdout (the --json summary), flushed. A reader gone away (`| true`, `| head`) is its choice:
+    nothing is said and the run's exit code stands. Any other failure (a full disk: `> /dev/full`) raises
+    OutputWriteError (exit 7) once; later prints go nowhere."""
+    global _gone
+    if _gone:
+        return
+    stream = sys.stdout
+    try:
+        if stream is None:
+            raise BrokenPipeError  # closed before we started: as if its reader had gone
+        stream.write(text)
+        stream.flush()
+    except OSError as exc:
+        _gone = True
+        _silence(stream)
+        if isinstance(exc, BrokenPipeError):
+            return
+        raise OutputWriteError(f"cannot write to stdout: {exc.strerror or exc}") from exc
+
+
+_gone = False  # stdout failed once: nothing more is printed there

@@ -105,7 +105,11 @@ def check_output(out: Path) -> None:
     """The output folder exists (made if need be) and can be written, before any work starts. A folder that
     cannot be made or written for a reason every write would meet (read-only file system, disk full) raises
     OutputWriteError; a file in the way or a permission UsageError."""
-    if out.exists() and not out.is_dir():
+    try:
+        there = out.exists()
+    except OSError as exc:  # a name over the file system's limit (ENAMETOOLONG), a file as a folder on the way
+        raise UsageError(f"cannot use the output folder {out}: {exc.strerror or exc}") from exc
+    if there and not out.is_dir():
         raise UsageError(f"output {out} is a file, not a folder")
     try:
         out.mkdir(parents=True, exist_ok=True)

@@ -18,14 +18,13 @@ from starlette.types import Receive, Scope, Send
 
 from ..errors import EngineLoadError
 from ..records import PageResult, Status
+from .accept import MARKDOWN, NDJSON
 from .limits import Ticket
 from .upload import Upload
 
 if TYPE_CHECKING:
     from .app import ServerState
 
-NDJSON = "application/x-ndjson"
-MARKDOWN = "text/markdown"
 ROUTE = "/v1/convert"
 
 
@@ -38,17 +37,9 @@ def page_entry(page: int, result: PageResult, lines: dict[str, Any] | None = Non
     if lines is not None and result.ref is not None and result.status in (Status.OK, Status.TRUNCATED):
         from ..pagejson import page_json
 
-        dpi = lines["dpi"] if result.ref.source.kind.value == "pdf" else None
+        dpi = result.info.get("dpi", lines["dpi"]) if result.ref.source.kind.value == "pdf" else None
         entry["lines"] = page_json(result, lines["engine"], dpi=dpi)
     return entry
-
-
-def wants_lines(request: Request) -> bool:
-    """`?format=lines`, or `Accept: application/json; format=lines` (or application/x-ndjson; format=lines)."""
-    if request.query_params.get("format") == "lines":
-        return True
-    return any(p.strip().replace(" ", "") == "format=lines" for part in request.headers.get("accept", "").split(",")
-               for p in part.split(";")[1:])
 
 
 class Job:

@@ -34,13 +34,14 @@ from starlette.routing import Route
 
 from ..config import PageSelection
 from ..errors import DecodeError, UsageError
-from .answer import MARKDOWN, NDJSON, ROUTE, Job, Streamed, wants_lines
+from .accept import MARKDOWN, NDJSON, Choice, Refused, choose
+from .answer import ROUTE, Job, Streamed
 from .config import ServeConfig
 from .guard import ConnectionGuard
 from .limits import PageSlots, Ticket, authorized
 from .metrics import CONTENT_TYPE, ServerMetrics
 from .pages import convert_pages
-from .upload import BadUpload, Gone, Stalled, TooLarge, Upload
+from .upload import MIN_BODY_RATE, BadUpload, Gone, Stalled, TooLarge, Upload
 
 log = logging.getLogger("ocrbatch")
 PRIORITIES = ("interactive", "bulk")
@@ -129,6 +130,10 @@ def _refused(state: ServerState, request: Request) -> Response | None:
     priority = request.query_params.get("priority", "interactive")
     if priority not in PRIORITIES:
         return _error(state, 400, f"priority {priority!r}: choose interactive or bulk", "bad_request")
+    try:
+        choose(request.headers.get("accept"), request.query_params.get("format"))
+    except Refused as exc:
+        return _error(state, exc.status, str(exc), "bad_request" if exc.status == 400 else "not_acceptable")
     if request.query_params.get("pages"):
         try:
             PageSelection.parse(request.query_params["pages"])
@@ -183,10 +188,10 @@ async def _admitted(state: ServerState, request: Request, ticket: Ticket, upload
             return _error(state, 400, str(exc), "bad_request")
         except Stalled as exc:
             state.metrics.cut.labels("body_timeout").inc()
-            log.info("POST %s from %s: cut after %g s without data (%s)", ROUTE, _client(request),
-                     cfg.body_timeout_s, exc)
-            return _error(state, 408, f"no data for {cfg.body_timeout_s:g} s (--body-timeout-s) after "
-                                      f"{exc.received} bytes of the body", None, {"Connection": "close"})
+            log.info("POST %s from %s: body too slow, cut (%s)", ROUTE, _client(request), exc)
+            return _error(state, 408, f"the body did not arrive in time (a pause of --body-timeout-s "
+                                      f"{cfg.body_timeout_s:g} s, or slower than {MIN_BODY_RATE // 1024} KB/s "
+                                      f"after it): cut after {exc.received} bytes", None, {"Connection": "close"})
         except Gone as exc:
             log.warning("POST %s from %s: %s; counted as 499", ROUTE, _client(request), exc)
             return _count(state, ROUTE, Response(status_code=499))
@@ -207,13 +212,13 @@ async def _admitted(state: ServerState, request: Request, ticket: Ticket, upload
         pages = convert_pages(state.conv, ticket, upload.path, name, numbers, priority, cfg.window,
                               lambda n: state.metrics.pages.labels("cancelled").inc(n))
         job = Job(state, request, pages, ticket, upload, multipage, priority, started)
-        if wants_lines(request):
+        answer: Choice = choose(request.headers.get("accept"), request.query_params.get("format"))
+        if answer.lines:
             job.lines = {"engine": state.conv.engine, "dpi": state.conv.dpi}
         handed_over = True
-        accept = request.headers.get("accept", "")
-        if NDJSON in accept:
+        if answer.media == NDJSON:
             return Streamed(job)
-        return await job.whole(markdown=MARKDOWN in accept and "application/json" not in accept)
+        return await job.whole(markdown=answer.media == MARKDOWN)
     finally:
         if not handed_over:
             ticket.close()

@@ -40,9 +40,7 @@ class ServeConfig:
 
 
 def token_from(given: str | None, environ: Mapping[str, str]) -> str | None:
-    """The bearer token as settled from --token and OCRBATCH_TOKEN (`given`), refusing the variable set but
-    empty: a template not filled in is a mistake, not a wish to serve without authentication (the table reads
-    an empty variable as unset)."""
-    if given is None and environ.get(TOKEN_ENV) is not None and not environ[TOKEN_ENV].strip():
-        raise UsageError(f"{TOKEN_ENV} is set but empty: give a token, or unset it to serve without one")
+    """The bearer token as settled from --token and OCRBATCH_TOKEN (`given`). The variable set but empty is
+    refused where the table reads the variables (config.env_values: a template not filled in is a mistake, not
+    a wish to serve without authentication), so `given` is the token or None."""
     return given

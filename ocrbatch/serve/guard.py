@@ -10,9 +10,11 @@ headers of a request begun and never finished, and for a connection that sends n
 gives every request --header-timeout-s from its first byte (or from the connection's start) to its last
 header line, then closes the connection. Past --max-connections open connections, a request for anything but
 /healthz, /readyz and /metrics is answered 503 (app.py). Past HEALTH_ROOM more, each new connection takes
-the place of the oldest one still waiting for its headers (a slow client's, most likely), or is closed at
-once when none is: the process never runs out of file descriptors, and a flood of half-open connections
-cannot keep a health check out. The body's own idle limit (--body-timeout-s) is the app's (upload.py),
+the place of the oldest one still waiting for its headers (a slow client's, most likely), else of the oldest
+one idle between requests or still sending a body (`_yielding`), or is closed at once when every connection
+has a whole request in progress (at most --max-queue of them hold slots): the process never runs out of file
+descriptors, and neither half-open connections nor clients holding partial bodies can keep a health check
+out. The body's own idle limit (--body-timeout-s) is the app's (upload.py),
 which answers 408.
 """
 
@@ -66,23 +68,38 @@ def connection_limit(wanted: int, soft_nofile: int) -> int:
     return max(1, min(wanted, soft_nofile - FD_RESERVE - HEALTH_ROOM))
 
 
+def _yielding(connections: Collection[Any], new: Any) -> Any:
+    """The connection that gives way when the room is full and none waits for its headers: the oldest one idle
+    between requests or still sending its request's body (its request ends as a client gone: 499, its slot
+    freed); never one whose request is whole (being converted or answered). None when there is none."""
+    def gives_way(c: Any) -> bool:
+        cycle = getattr(c, "cycle", None)
+        if c is new or c.transport is None or c.transport.is_closing():
+            return False
+        return cycle is None or cycle.response_complete or (cycle.more_body and not cycle.response_started)
+
+    return min((c for c in connections if gives_way(c)), key=lambda c: c._since, default=None)
+
+
 def guarded(base: type[asyncio.Protocol], guard: ConnectionGuard) -> type[asyncio.Protocol]:
     """A subclass of uvicorn's protocol class `base` (H11Protocol or HttpToolsProtocol: both keep the request
     in progress in `cycle`, its end in `cycle.response_complete`, the open connections in `connections`)."""
 
     class Guarded(base):  # type: ignore[valid-type, misc]
         _header_timer: asyncio.TimerHandle | None = None
+        _since = 0.0
 
         def connection_made(self, transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
+            self._since = self.loop.time()
             if len(self.connections) > guard.limit + HEALTH_ROOM:
                 guard.cut("connection_limit")
-                if not guard.waiting:
+                victim = next(iter(guard.waiting), None) or _yielding(self.connections, self)
+                if victim is None:
                     transport.close()
                     return
-                oldest = next(iter(guard.waiting))
-                oldest._disarm()
-                oldest.transport.close()  # the longest still without its headers makes room
+                victim._disarm()
+                victim.transport.close()  # the longest still without its headers (or its body) makes room
             self._arm()
 
         def data_received(self, data: bytes) -> None:

@@ -46,8 +46,9 @@ class PageSlots:
     def _release(self, n: int) -> None:
         """`n` slots come back: each goes to the longest-waiting ticket, or is free again."""
         for _ in range(n):
-            if self._waiters:
-                self._waiters.popleft()._grant()  # the slot changes hands; `used` stays
+            while self._waiters:
+                if self._waiters.popleft()._grant():  # the slot changes hands; `used` stays
+                    break
             else:
                 self.used -= 1
 
@@ -94,11 +95,15 @@ class Ticket:
         finally:
             self._want = None
 
-    def _grant(self) -> None:
+    def _grant(self) -> bool:
+        """A freed slot offered to this waiting ticket; False when its wait was cancelled meanwhile (its task
+        has not run since): the slot goes to the next one, or is free, never to a wait nobody is in."""
+        if self._want is None or self._want.done():
+            return False
         self.held += 1
         self.busy += 1
-        if self._want is not None and not self._want.done():
-            self._want.set_result(None)
+        self._want.set_result(None)
+        return True
 
     def give(self, n: int = 1) -> None:
         """`n` pages of this request are done (or were never submitted): their slots go back, except the one
@@ -129,4 +134,7 @@ def authorized(request: Request, token: str | None) -> bool:
     if token is None:
         return True
     scheme, _, given = request.headers.get("authorization", "").partition(" ")
-    return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode())
+    # Header values arrive as bytes, which Starlette decodes as Latin-1: back to those bytes, and compared with
+    # the token's UTF-8 (what curl sends for a non-ASCII --token).
+    return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode("latin-1"),
+                                                              token.encode("utf-8"))

@@ -51,11 +51,15 @@ async def convert_pages(conv: Any, ticket: Ticket, path: Path, name: str, number
     def submitted_late(taken: int, task: asyncio.Future) -> None:  # we left while the submit was under way
         if task.cancelled() or task.exception() is not None:
             ticket.give(taken)
-        else:
-            futures = [adopt(f) for f in _as_list(task.result())]
-            n = conv.cancel(futures)
-            if n:
-                cancelled(n)
+            return
+        futures = _as_list(task.result())
+        if len(futures) != taken:  # the upload was removed as it was read: one failed future for the chunk
+            conv.cancel(futures)
+            ticket.give(taken)  # every slot taken comes back, whatever the count (none adopted)
+            return
+        n = conv.cancel([adopt(f) for f in futures])
+        if n:
+            cancelled(n)
 
     try:
         number = next(left, None)

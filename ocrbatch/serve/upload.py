@@ -1,7 +1,8 @@
 """An upload on its way to disk, in bounded memory.
 
 The body is read with the size limit (--max-upload-mb: refused from its Content-Length, or as soon as the
-bytes read pass it) and an idle limit (--body-timeout-s between two reads), and written to the request's own
+bytes read pass it) and a deadline for the whole body (--body-timeout-s, plus its bytes at MIN_BODY_RATE: a
+pause longer than --body-timeout-s, or a trickle, is cut with 408), and written to the request's own
 folder in the server's temporary folder a megabyte at a time: it is never whole in memory. A multipart
 body's `file` part is spooled by Starlette's parser (up to 1 MB in memory, then an anonymous temporary file)
 and copied there. The client's file name is only ever used made safe (`safe_name`); the folder is removed
@@ -24,6 +25,7 @@ from starlette.requests import Request
 
 WRITE_CHUNK = 1 << 20  # bytes gathered before each write to disk
 MAX_NAME_BYTES = 200  # a safe name's longest, in UTF-8 bytes (file systems allow 255; room for suffixes)
+MIN_BODY_RATE = 10 * 1024  # bytes a second an upload must average (beyond --body-timeout-s) or be cut (408)
 MAX_SUFFIX = 16  # a longer "extension" is not one: truncated with the rest
 FALLBACK_NAME = "upload"
 
@@ -37,7 +39,8 @@ class BadUpload(Exception):
 
 
 class Stalled(Exception):
-    """The client sent nothing for --body-timeout-s in the middle of its body (408)."""
+    """The client's body did not arrive in time: a pause of --body-timeout-s, or slower than MIN_BODY_RATE
+    overall (408)."""
 
     def __init__(self, received: int) -> None:
         super().__init__(f"no data for the body after {received} bytes")
@@ -97,9 +100,17 @@ class Upload:
 
     async def _chunks(self, request: Request, limit: int, idle_s: float) -> AsyncIterator[bytes]:
         receive = request.receive
+        loop = asyncio.get_running_loop()
+        started = loop.time()
         while True:
+            # The whole body's deadline: --body-timeout-s, plus the time its bytes so far take at the minimum
+            # rate; never longer than one pause of --body-timeout-s. A client trickling a byte a second is cut
+            # about --body-timeout-s after it began, whatever its pauses.
+            left = min(idle_s, started + idle_s + self.received / MIN_BODY_RATE - loop.time())
             try:
-                message = await asyncio.wait_for(receive(), idle_s)
+                if left <= 0:
+                    raise asyncio.TimeoutError
+                message = await asyncio.wait_for(receive(), left)
             except asyncio.TimeoutError:
                 raise Stalled(self.received) from None
             if message["type"] == "http.disconnect":

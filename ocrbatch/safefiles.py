@@ -1,0 +1,142 @@
+"""The files ocrbatch keeps that are not input pages (the manifest, the metrics file, the lock, the page files
+and joined documents it writes, the --debug-layout folder): what is at their path is checked by type before it
+is opened, and read within bounds.
+
+    check_file(path, what)          a regular file or nothing: its stat (None: nothing there); else UsageError
+    check_folder(path, what)        a folder or nothing, likewise
+    open_file(path, flags, what)    os.open of a regular file (made if O_CREAT): a FIFO never blocks the open,
+                                    and what it turns out to be is checked again on the descriptor
+    read_text(path, what, limit)    a small file's text (None: nothing there); over `limit` bytes: UsageError
+    lines(fh, limit)                a binary file's lines; one over `limit` bytes comes as None, skipped whole
+    fit_name(name, suffix)          a file name cut to the file system's limit with a hash, as page names are
+
+A FIFO would block the run forever (a SIGTERM included), a character device such as /dev/zero or /dev/full
+would be read without end, and a device replaced by a rename would be gone (as root, /dev/null): each is one
+line and exit 2 instead (UsageError), naming the path and what it is.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import stat
+from pathlib import Path
+from typing import BinaryIO, Iterator
+
+from .errors import UsageError
+
+NAME_MAX = 255  # bytes in one file name, on most file systems
+HASH_CHARS = 12  # hex digits of the hash that ends a shortened name
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def kind(mode: int) -> str:
+    for test, name in _KINDS:
+        if test(mode):
+            return name
+    return "a regular file" if stat.S_ISREG(mode) else "not a regular file"
+
+
+def _stat(path: Path, what: str, usage: bool = True) -> os.stat_result | None:
+    try:
+        return os.stat(path)  # through symlinks: a link to /dev/zero is /dev/zero
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if not usage:  # the caller's to judge (a page file's name too long fails that page only)
+            raise
+        if exc.errno == errno.ENAMETOOLONG:
+            raise UsageError(f"{what} {path}: the name is too long for the file system") from exc
+        if exc.errno == errno.ENOTDIR:
+            raise UsageError(f"{what} {path}: a part of the path is a file, not a folder") from exc
+        raise UsageError(f"{what} {path}: {exc.strerror or exc}") from exc
+
+
+def _regular(st: os.stat_result, path: Path, what: str) -> None:
+    if not stat.S_ISREG(st.st_mode):
+        raise UsageError(f"{what} {path} is {kind(st.st_mode)}, not a regular file: ocrbatch neither reads "
+                         "nor replaces it (move it away, or choose another path)")
+
+
+def check_file(path: Path, what: str, usage: bool = True) -> os.stat_result | None:
+    """The stat of `path` if it is a regular file, None if nothing is there; UsageError otherwise (an OSError
+    looking, such as a name too long, too, unless not `usage`: then it is raised as is)."""
+    st = _stat(path, what, usage)
+    if st is not None:
+        _regular(st, path, what)
+    return st
+
+
+def check_folder(path: Path, what: str) -> os.stat_result | None:
+    """The stat of `path` if it is a folder, None if nothing is there; UsageError otherwise."""
+    st = _stat(path, what)
+    if st is not None and not stat.S_ISDIR(st.st_mode):
+        raise UsageError(f"{what} {path} is {kind(st.st_mode)}, not a folder (choose another path)")
+    return st
+
+
+def open_file(path: Path, flags: int, what: str, mode: int = 0o666) -> int:
+    """`os.open(path, flags)` for a regular file only: checked before, opened without blocking (a FIFO that
+    appeared meanwhile cannot hang it), checked again on the descriptor. OSError from the open itself (a full
+    disk, a permission) is the caller's."""
+    check_file(path, what)
+    fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC, mode)
+    try:
+        _regular(os.fstat(fd), path, what)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_text(path: Path, what: str, limit: int) -> str | None:
+    """The text of a regular file of at most `limit` bytes (None when there is none); UsageError when it is
+    something else or larger."""
+    st = check_file(path, what)
+    if st is None:
+        return None
+    if st.st_size > limit:
+        raise UsageError(f"{what} {path} is {st.st_size:,} bytes, over the {limit:,} ocrbatch reads: it is not one "
+                         "ocrbatch wrote (move it away, or choose another path)")
+    try:
+        fd = open_file(path, os.O_RDONLY, what)
+    except FileNotFoundError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read(limit + 1)[:limit].decode("utf-8", errors="replace")
+
+
+def lines(fh: BinaryIO, limit: int) -> Iterator[bytes | None]:
+    """The lines of `fh` (newline kept off); a line longer than `limit` bytes is read past in pieces, never held
+    whole, and comes as None."""
+    while True:
+        line = fh.readline(limit + 1)
+        if not line:
+            return
+        if len(line) > limit and not line.endswith(b"\n"):
+            while line and not line.endswith(b"\n"):
+                line = fh.readline(limit + 1)
+            yield None
+            continue
+        yield line.rstrip(b"\r\n")
+
+
+def fit_name(name: str, suffix_bytes: int = 0, name_max: int = NAME_MAX) -> str:
+    """`name` itself, or, when it and a suffix of `suffix_bytes` would be over `name_max` bytes, cut short and
+    ended with `~` and a hash of the whole name (the same name always gives the same result)."""
+    raw = os.fsencode(name)
+    if len(raw) + suffix_bytes <= name_max:
+        return name
+    tag = "~" + hashlib.sha256(raw).hexdigest()[:HASH_CHARS]
+    cut = raw[:max(1, name_max - suffix_bytes - len(tag))]
+    for end in range(len(cut), max(0, len(cut) - 4), -1):  # end on a whole character, if the name is UTF-8
+        try:
+            cut[:end].decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        cut = cut[:end]
+        break
+    return os.fsdecode(cut) + tag

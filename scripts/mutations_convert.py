@@ -166,7 +166,7 @@ CONVERT = [
              (_H + "test_a_document_named_as_long_as_allowed_gets_its_joined_file",),
              "--join's document of a 255-byte name is not written, exit 0"),
     Mutation("debug-name-not-fitted", "ocrbatch/layout/debug.py",
-             "    name = fit_name(name, len(\".png\"))\n", "",
+             "    return fit_name(name, len(\".png\"))\n", "    return name\n",
              (_H + "test_debug_layout_never_changes_a_pages_result_and_fits_long_names",),
              "--debug-layout turns a long-named text-layer page into OCR output"),
     Mutation("output-name-too-long-exit-1", "ocrbatch/pipeline/write.py",

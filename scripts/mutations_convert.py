@@ -122,6 +122,12 @@ CONVERT = [
              "return TaskAnswer(results, [], bool(devices.stalled)",
              (_Y + "test_debug_layout_on_the_actors_writes_the_pictures_a_local_run_writes",),
              "--debug-layout under --ray writes no picture of the pages the actors read"),
+    Mutation("ray-actors-decode-statically", "ocrbatch/pipeline/remote.py",
+             "        device = \"cuda:0\" if ray.get_gpu_ids() else \"cpu\"",
+             "        options = dataclasses.replace(options, schedule=\"static\")\n"
+             "        device = \"cuda:0\" if ray.get_gpu_ids() else \"cpu\"",
+             (_Y + "test_an_out_of_memory_error_in_a_decoding_step_on_an_actor_lowers_its_cap_and_loses_no_page",),
+             "Ray actors decode in static batches whatever --schedule says (the second pipeline's old loss)"),
     Mutation("ray-dead-actors-pages-dropped", "ocrbatch/pipeline/remote.py",
              "            self.suspects.extend(sent.refs)\n", "            pass\n",
              (_Y + "test_a_page_that_kills_its_worker_fails_and_the_run_goes_on",),

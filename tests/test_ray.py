@@ -160,3 +160,29 @@ def test_a_task_of_more_files_than_a_worker_keeps_on_its_disk_converts_every_pag
     summary = run(RunConfig.build((str(folder),), tmp_path / "out", engine="fake", ray="auto", ray_workers=1,
                                   max_batch=20))
     assert summary.counts["ok"] == 20, summary.failures
+
+
+def test_an_out_of_memory_error_in_a_decoding_step_on_an_actor_lowers_its_cap_and_loses_no_page(cluster, tiny_model,
+                                                                                               tmp_path):
+    """Only continuous decoding makes decoding steps (a static batch never does): the actor decodes continuously,
+    recovers as a local device does (its pages through whole batches, the cap lowered) and reports its figures."""
+    from engines.faults import Fault, faulty
+    from ocrbatch.engines import registry
+    from ocrbatch.engines.deepseek_ocr2.engine import DeepseekOcr2Engine
+
+    cls = faulty(DeepseekOcr2Engine, Fault(at="step", nth=1, kind="oom"), name="ray-oom-step")
+    registry.register(cls.name, cls)
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for i in range(4):
+        draw_page(f"Page {i}", size=(640, 480)).save(folder / f"page{i}.png")
+    try:
+        summary = run(RunConfig.build((str(folder),), tmp_path / "out", engine=cls.name, devices="cpu",
+                                      model=str(tiny_model), schedule="continuous", max_new_tokens=4,
+                                      min_new_tokens=4, max_batch=4, ray="auto", ray_workers=1))
+    finally:
+        registry.unregister(cls.name)
+    assert summary.counts["truncated"] == 4 and not summary.counts["failed"]  # every page at its token limit
+    assert len(manifest(tmp_path / "out")) == 4
+    [actor] = summary.figures["infer_workers"]
+    assert actor["batch_cap"] < 4  # lowered by the out-of-memory error inside a decoding step

@@ -10,7 +10,7 @@ VLLM_VENV ?= .venv-vllm
 VBIN := $(VLLM_VENV)/bin
 STAND_IN := tests/backend_vllm/stand_in/ocrbatch_torchvision_stand_in.py
 
-.PHONY: run test test-vllm bench soak soak-serve faults mutants samples docs docs-serve man clean
+.PHONY: run test test-vllm bench ray-scale soak soak-serve faults mutants samples docs docs-serve man clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +52,10 @@ test-vllm: $(VLLM_VENV)/.test
 bench: $(VENV)/.test
 	$(BIN)/python scripts/corpus_bench.py $(BENCH_ARGS)
 
+# --ray scale figures: pages/s of a local run and of 1 and 2 Ray actors, the driver's CPU per page (fake-timed)
+ray-scale: $(VENV)/.test
+	$(BIN)/python scripts/ray_scale.py
+
 # kill -9 at 20 random moments, rerun, check each rerun ends like a clean run (a few minutes)
 soak: $(VENV)/.base
 	$(BIN)/python scripts/soak.py
@@ -63,7 +67,7 @@ SOAK_SERVE_S ?= 600
 soak-serve: $(VENV)/.test
 	$(BIN)/python scripts/soak_serve.py --duration-s $(SOAK_SERVE_S)
 
-# the fault-injection harness at full size: 40 seeds on each of 5 paths, hangs among them; prints the tally
+# the fault-injection harness at full size: 40 seeds on each of 6 paths, hangs among them; prints the tally
 faults: $(VENV)/.test
 	$(BIN)/python scripts/fault_harness.py 40
 

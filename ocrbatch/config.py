@@ -103,6 +103,13 @@ def _shard_problem(text: str) -> str | None:
     return None
 
 
+def _ray_devices_problem(value: Any) -> str | None:
+    if str(value).strip().lower() in ("auto", "cpu"):
+        return None
+    return ("each Ray worker has one device of its own (one per GPU, or cpu): give auto or cpu, and "
+            "--ray-workers for how many")
+
+
 RUN, SERVE, ENGINE = "run", "serve", "engine"
 ENGINE_FLAG = frozenset({RUN, SERVE, ENGINE})  # a flag of both commands and a Converter keyword
 MAX_BATCH_START = 8  # the first cap on pages per batch; --max-batch auto grows it from here (gpu/throughput.py)
@@ -128,6 +135,9 @@ class Option:
     most: float | None = None  # the largest value allowed
     check: Callable[[Any], str | None] | None = None  # any other rule: why a value is refused, or None
     metavar: str | None = None
+    # With --ray: None, the option works as without Ray; else why a value other than the default is refused
+    # there (a usage error, exit 2): a text for every such value, or a rule naming the values it refuses.
+    under_ray: str | Callable[[Any], str | None] | None = None
 
     def __post_init__(self) -> None:
         assert self.kind in KINDS, self.kind
@@ -146,6 +156,12 @@ class Option:
     @property
     def env(self) -> str:
         return "OCRBATCH_" + self.name.upper()
+
+    def ray_problem(self, value: Any) -> str | None:
+        """Why `value` is refused with --ray, or None."""
+        if self.under_ray is None or value is None or value == self.default:
+            return None
+        return self.under_ray if isinstance(self.under_ray, str) else self.under_ray(value)
 
     def problem(self, value: Any) -> str | None:
         """Why `value` is refused, or None."""
@@ -262,7 +278,7 @@ OPTIONS: tuple[Option, ...] = (
            "reading order, and what set each apart (rapidocr and PDF text layers).", frozenset({RUN, ENGINE}),
            metavar="DIR"),
     Option("devices", "text", "auto", "Where engines run: auto (every GPU for a GPU engine), cpu, 0,1 or cuda:0; "
-           "one worker per device.", ENGINE_FLAG),
+           "one worker per device.", ENGINE_FLAG, under_ray=_ray_devices_problem),
     Option("dpi", "int", 150, "Resolution for rendering PDF pages.", ENGINE_FLAG, least=36, most=1200),
     Option("text_layer", "text", "auto", "PDF pages with a real text layer: auto (use it, OCR the rest), off (OCR "
            "every page) or only (never OCR; other pages fail).", ENGINE_FLAG, choices=("auto", "off", "only")),
@@ -294,7 +310,9 @@ OPTIONS: tuple[Option, ...] = (
            "input and one output folder without Ray: a hash of each file's path relative to its input root picks "
            "its part; each part has its own lock and manifest (manifest.shard-I-of-N.jsonl; `ocrbatch "
            "merge-manifests OUT` folds them into manifest.jsonl). Every machine must give the same N. Refused "
-           "with --ray.", frozenset({RUN}), check=_shard_problem, metavar="I/N"),
+           "with --ray.", frozenset({RUN}), check=_shard_problem, metavar="I/N",
+           under_ray="it splits the inputs among machines without Ray; with --ray the cluster shares the work "
+                     "itself: leave one of them out"),
     Option("force", "switch", False, "Redo pages an earlier run already finished.", frozenset({RUN})),
     Option("null", "switch", False, "Paths on stdin are NUL-separated (find -print0).", frozenset({RUN}),
            short=("-0",)),
@@ -494,9 +512,12 @@ class RunConfig:
             check({f.name: getattr(part, f.name) for f in fields(part) if f.name not in ("pages", "shard")})
         if self.ray_workers is not None and not self.ray:
             raise UsageError("--ray-workers needs --ray")
-        if self.shard is not None and self.ray:
-            raise UsageError("--shard splits the inputs among machines without Ray; with --ray the cluster "
-                             "shares the work itself: leave one of them out")
+        if self.ray:  # the rows whose values --ray refuses (OPTIONS: under_ray)
+            for part in (self, self.engine_options):
+                for f in fields(part):
+                    o = OPTION.get(f.name)
+                    if o is not None and (why := o.ray_problem(getattr(part, f.name))) is not None:
+                        raise UsageError(f"{o.flag} with --ray: {why}")
 
     @property
     def max_wait_s(self) -> float:

@@ -2,7 +2,8 @@
 (hangs among them, each ended by the stall watchdog) and prints the tally: seeds, pages, failed pages (each
 by the injected error), stalled pages, exit codes, per path. Any wrong outcome is a failed test, listed.
 
-    python scripts/fault_harness.py [SEEDS]        default 40 per path (5 paths: 200 seeds)
+    python scripts/fault_harness.py [SEEDS] [PYTEST ARGS]   default 40 per path (6 paths: 240 seeds);
+    e.g. `40 -k ray_with_continuous` runs one path
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ def main() -> int:
         env = {**os.environ, "OCRBATCH_FAULT_SEEDS": str(seeds), "OCRBATCH_FAULT_HANGS": "1",
                "OCRBATCH_FAULT_TALLY": str(tally_path)}
         t0 = time.monotonic()
-        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_faults.py"],
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_faults.py",
+                               *sys.argv[2:]],
                               cwd=ROOT, env=env, capture_output=True, text=True)
         wall = time.monotonic() - t0
         tally = json.loads(tally_path.read_text()) if tally_path.exists() else {}

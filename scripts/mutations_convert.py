@@ -8,6 +8,7 @@ from mutation_check import Mutation
 
 _C, _R, _S = "tests/test_convert.py::", "tests/test_reliability.py::", "tests/test_shard.py::"
 _D = "tests/test_docs.py::"
+_Y = "tests/test_ray.py::"
 _H, _V = "tests/test_hostile_files.py::", "tests/test_converter.py::"
 
 CONVERT = [
@@ -116,6 +117,26 @@ CONVERT = [
              "        others = [p for p in manifest_files(out_dir) if p != self.path] if out_dir.is_dir() else []",
              "        others = []", (_S + "test_three_parts_convert_what_one_run_does_each_page_once",),
              "after merge-manifests a part redoes every page"),
+    Mutation("ray-debug-layout-dropped", "ocrbatch/pipeline/remote.py",
+             "return TaskAnswer(results, self._layout_files(refs), bool(devices.stalled)",
+             "return TaskAnswer(results, [], bool(devices.stalled)",
+             (_Y + "test_debug_layout_on_the_actors_writes_the_pictures_a_local_run_writes",),
+             "--debug-layout under --ray writes no picture of the pages the actors read"),
+    Mutation("ray-actors-decode-statically", "ocrbatch/pipeline/remote.py",
+             "        device = \"cuda:0\" if ray.get_gpu_ids() else \"cpu\"",
+             "        options = dataclasses.replace(options, schedule=\"static\")\n"
+             "        device = \"cuda:0\" if ray.get_gpu_ids() else \"cpu\"",
+             (_Y + "test_an_out_of_memory_error_in_a_decoding_step_on_an_actor_lowers_its_cap_and_loses_no_page",),
+             "Ray actors decode in static batches whatever --schedule says (the second pipeline's old loss)"),
+    Mutation("ray-dead-actors-pages-dropped", "ocrbatch/pipeline/remote.py",
+             "            self.suspects.extend(sent.refs)\n", "            pass\n",
+             (_Y + "test_a_page_that_kills_its_worker_fails_and_the_run_goes_on",),
+             "the pages an actor held when a page killed it are lost instead of rerun one at a time"),
+    Mutation("ray-options-unchecked", "ocrbatch/config.py",
+             "        if self.ray:  # the rows whose values --ray refuses", "        if False:  #",
+             ("tests/test_options.py::test_every_option_works_the_same_under_ray_or_is_refused_there_with_exit_2",
+              _S + "test_a_shard_is_refused_with_ray"),
+             "--shard or --devices 0,1 is taken with --ray and silently means something else"),
     # -- issue 27: the files a cron job meets, the Converter's close, stdout, signals, settings -----------
     Mutation("special-files-trusted", "ocrbatch/safefiles.py",
              "    if not stat.S_ISREG(st.st_mode):\n        raise UsageError", "    if False:\n        raise UsageError",
@@ -151,7 +172,7 @@ CONVERT = [
              (_H + "test_a_document_named_as_long_as_allowed_gets_its_joined_file",),
              "--join's document of a 255-byte name is not written, exit 0"),
     Mutation("debug-name-not-fitted", "ocrbatch/layout/debug.py",
-             "    name = fit_name(name, len(\".png\"))\n", "",
+             "    return fit_name(name, len(\".png\"))\n", "    return name\n",
              (_H + "test_debug_layout_never_changes_a_pages_result_and_fits_long_names",),
              "--debug-layout turns a long-named text-layer page into OCR output"),
     Mutation("output-name-too-long-exit-1", "ocrbatch/pipeline/write.py",

@@ -1,6 +1,7 @@
 """The fault-injection harness: an engine made to raise (or hang) at a call chosen by a seed, run through each
 path a page can take — `convert` with static batches and with continuous decoding (the tiny random
-DeepSeek-OCR-2 model: mechanics, not OCR), `Converter.submit`, `serve` and `--ray local`. For every seed:
+DeepSeek-OCR-2 model: mechanics, not OCR), `Converter.submit`, `serve`, and `--ray` with the fake engine and with
+continuous decoding on an actor. For every seed:
 
 - the run ends within a bound (a hang only through the stall watchdog);
 - each page has exactly one record (one result, one future resolved once);
@@ -256,6 +257,28 @@ def test_ray_keeps_every_page_once(seed, pages, ray_cluster, tmp_path):
     code, records, seconds = _convert(FakeEngine, fault, pages, tmp_path / "out", ray="auto", ray_workers=1,
                                       max_batch=2)
     check_run("ray local", fault, code, records, seconds, tripped=_tripped(fault, records, code))
+
+
+def _ray_continuous_seeds() -> list[int]:
+    """`make test`: the three points inside continuous decoding (each Ray run starts its actor and loads the
+    model: slow on 2 cores); more seeds (make faults) cover every point."""
+    seeds = _seeds("ray continuous", POINTS_CONTINUOUS)
+    if SEEDS:
+        return seeds
+    return [s for s in seeds if POINTS_CONTINUOUS[s % len(POINTS_CONTINUOUS)] in ("prefill", "join", "step")]
+
+
+@pytest.mark.parametrize("seed", _ray_continuous_seeds())
+def test_ray_with_continuous_decoding_keeps_every_page_once(seed, pages, tiny_model, ray_cluster, tmp_path):
+    """The actor runs the local infer worker (continuous decoding, its ledger and watchdog): a fault inside
+    decoding touches only its pages there too. One actor: the fault's call count is that process's."""
+    from ocrbatch.engines.deepseek_ocr2.engine import DeepseekOcr2Engine
+
+    fault = Fault.from_seed(seed, POINTS_CONTINUOUS, hangs=HANGS)
+    code, records, seconds = _convert(DeepseekOcr2Engine, fault, pages, tmp_path / "out", devices="cpu",
+                                      max_batch=3, ray="auto", ray_workers=1, engine_options=EngineOptions(
+                                          model=tiny_model, **TOKENS, schedule="continuous"))
+    check_run("ray continuous", fault, code, records, seconds, tripped=_tripped(fault, records, code))
 
 
 def test_a_hung_engine_is_failed_by_the_watchdog_with_a_whole_manifest(pages, tmp_path):

@@ -225,3 +225,33 @@ def test_serve_takes_max_batch_auto_from_its_flag_or_variable(tmp_path, monkeypa
         assert "max batch auto" in srv.log.read_text()
     finally:
         assert srv.stop() == 0
+
+
+RUN_ROWS = [o for o in OPTIONS if RUN in o.scope]
+
+
+@pytest.mark.parametrize("o", RUN_ROWS, ids=lambda o: o.name)
+def test_every_option_works_the_same_under_ray_or_is_refused_there_with_exit_2(o, tmp_path):
+    """The table's under_ray column: a row that --ray refuses is a usage error (exit 2, naming both flags, before
+    Ray is started); a row without one is taken with --ray as without it."""
+    from ocrbatch.config import EngineOptions, RunConfig
+    from ocrbatch.errors import UsageError
+
+    text, value = sample(o)
+    if o.under_ray is not None:
+        if o.name == "devices":
+            text = value = "0,1"
+        assert o.ray_problem(value) is not None and o.ray_problem(o.default) is None
+        draw_page("x").save(tmp_path / "a.png")
+        r = run_cli("convert", str(tmp_path / "a.png"), "-o", str(tmp_path / "out"), "--ray", "local",
+                    *flag_args(o, text))
+        assert r.returncode == 2 and o.flag in r.stderr and "--ray" in r.stderr, r.stderr
+        assert not (tmp_path / "out").exists()
+        return
+    own = {f.name for f in config.fields(RunConfig)} | {f.name for f in config.fields(EngineOptions)}
+    if o.name not in own or o.name in ("ray", "output"):
+        return  # a reporting option (--json, --quiet...): the driver's, with Ray or without
+    try:
+        RunConfig.build(("in",), tmp_path / "out", ray="local", **{o.name: value})
+    except UsageError as exc:  # pragma: no cover - the table says it works under Ray
+        pytest.fail(f"{o.flag} {text!r} refused with --ray, but its row has no under_ray: {exc}")

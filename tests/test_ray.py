@@ -105,3 +105,84 @@ def test_workers_leave_text_layer_furniture_out_unless_kept(cluster, tmp_path):
         assert summary.counts["ok"] == 2
         page = (out / "report" / "page-0002.md").read_text()
         assert "beta four ends" in page and ("Page 2 of 2" in page) is keep
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    if not hasattr(transformers, "DeepseekOcr2ForConditionalGeneration"):
+        pytest.skip("transformers has no DeepSeek-OCR-2 model")
+    from tiny_deepseek import build
+
+    return build(tmp_path_factory.mktemp("ray-model") / "model")
+
+
+def test_deepseek_ocr2_decoding_continuously_on_two_actors_writes_the_local_runs_markdown(cluster, tiny_model,
+                                                                                           tmp_path):
+    """The actors run the same infer worker as a local run (continuous decoding: rows joining and leaving)."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for i in range(5):
+        draw_page(f"Page {i}\n" + "words " * (i + 1), size=(640, 480)).save(folder / f"page{i}.png")
+    options = dict(engine="deepseek-ocr2", devices="cpu", model=str(tiny_model), schedule="continuous",
+                   max_new_tokens=6, min_new_tokens=6, max_batch=2)
+    local = run(RunConfig.build((str(folder),), tmp_path / "local", **options))
+    remote = run(RunConfig.build((str(folder),), tmp_path / "remote", ray="auto", ray_workers=2, **options))
+    assert _outputs(tmp_path / "remote") == _outputs(tmp_path / "local")
+    assert len(_outputs(tmp_path / "local")) == 5 and remote.counts == local.counts
+    assert remote.engine["ray_workers"] == 2
+    tokens = {(Path(r["source"]).name, r.get("tokens")) for r in manifest(tmp_path / "remote")}
+    assert tokens == {(Path(r["source"]).name, r.get("tokens")) for r in manifest(tmp_path / "local")}
+
+
+def test_debug_layout_on_the_actors_writes_the_pictures_a_local_run_writes(cluster, docs, tmp_path):
+    from test_layout_textlayer import report_with_furniture
+
+    report_with_furniture(docs / "layered.pdf")  # text-layer pages: laid out while decoding
+    pictures = {}
+    for where, ray_options in (("local", {}), ("remote", {"ray": "auto", "ray_workers": 2})):
+        summary = run(RunConfig.build((str(docs),), tmp_path / where, debug_layout=tmp_path / f"layout-{where}",
+                                      **ray_options))
+        assert summary.counts["ok"] == 7
+        folder = tmp_path / f"layout-{where}"
+        pictures[where] = {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+    assert pictures["remote"] == pictures["local"]
+    assert {"layered.pdf-page-0002.txt", "invoice.png-page-0001.png", "report.pdf-page-0003.txt"} <= set(pictures["local"])
+    assert _outputs(tmp_path / "remote") == _outputs(tmp_path / "local")
+
+
+def test_a_task_of_more_files_than_a_worker_keeps_on_its_disk_converts_every_page(cluster, tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for i in range(20):
+        draw_page(f"Note {i}", (300, 200)).save(folder / f"note{i:02d}.png")
+    summary = run(RunConfig.build((str(folder),), tmp_path / "out", engine="fake", ray="auto", ray_workers=1,
+                                  max_batch=20))
+    assert summary.counts["ok"] == 20, summary.failures
+
+
+def test_an_out_of_memory_error_in_a_decoding_step_on_an_actor_lowers_its_cap_and_loses_no_page(cluster, tiny_model,
+                                                                                               tmp_path):
+    """Only continuous decoding makes decoding steps (a static batch never does): the actor decodes continuously,
+    recovers as a local device does (its pages through whole batches, the cap lowered) and reports its figures."""
+    from engines.faults import Fault, faulty
+    from ocrbatch.engines import registry
+    from ocrbatch.engines.deepseek_ocr2.engine import DeepseekOcr2Engine
+
+    cls = faulty(DeepseekOcr2Engine, Fault(at="step", nth=1, kind="oom"), name="ray-oom-step")
+    registry.register(cls.name, cls)
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for i in range(4):
+        draw_page(f"Page {i}", size=(640, 480)).save(folder / f"page{i}.png")
+    try:
+        summary = run(RunConfig.build((str(folder),), tmp_path / "out", engine=cls.name, devices="cpu",
+                                      model=str(tiny_model), schedule="continuous", max_new_tokens=4,
+                                      min_new_tokens=4, max_batch=4, ray="auto", ray_workers=1))
+    finally:
+        registry.unregister(cls.name)
+    assert summary.counts["truncated"] == 4 and not summary.counts["failed"]  # every page at its token limit
+    assert len(manifest(tmp_path / "out")) == 4
+    [actor] = summary.figures["infer_workers"]
+    assert actor["batch_cap"] < 4  # lowered by the out-of-memory error inside a decoding step

@@ -26,12 +26,9 @@ def write_debug(folder: str | Path, ref: Any, page: PageLayout, image: Any | Non
     from PIL import Image
 
     from ..errors import UsageError
-    from ..safefiles import check_file, fit_name
+    from ..safefiles import check_file
 
-    source = getattr(getattr(ref, "source", None), "path", None)
-    label = f"{Path(source).name}-page-{ref.page:04d}" if source is not None else getattr(ref, "label", None)
-    name = re.sub(r"[^A-Za-z0-9._-]+", "-", str(label or "page")).strip("-") or "page"
-    name = fit_name(name, len(".png"))
+    name = debug_name(ref)
     folder = Path(folder)
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -45,6 +42,17 @@ def write_debug(folder: str | Path, ref: Any, page: PageLayout, image: Any | Non
         logging.getLogger("ocrbatch").warning("--debug-layout: cannot write %s: %s", folder / f"{name}.png",
                                               getattr(exc, "strerror", None) or exc)
         return None
+
+
+def debug_name(ref: Any) -> str:
+    """NAME of a page's pictures: its file's name and the page number (scan.pdf-page-0002), shortened with a
+    hash when NAME.png would be over the file system's limit."""
+    from ..safefiles import fit_name
+
+    source = getattr(getattr(ref, "source", None), "path", None)
+    label = f"{Path(source).name}-page-{ref.page:04d}" if source is not None else getattr(ref, "label", None)
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", str(label or "page")).strip("-") or "page"
+    return fit_name(name, len(".png"))
 
 
 def describe(page: PageLayout) -> str:

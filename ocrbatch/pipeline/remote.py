@@ -1,34 +1,41 @@
-"""Scale-out on a Ray cluster (`--ray`): the remote stage, in place of decode, batch and infer; pages are
-converted by Ray actors on the cluster's machines.
+"""Scale-out on a Ray cluster (`--ray`): Ray as a kind of device. The driver (this process) keeps discovery,
+writing and the manifest; each Ray actor holds the engine side of a local run on its device.
 
-    discover ─refs─▶ remote: batch refs, dispatch ══ tasks ══▶ PageConverter actors (decode, engine)
-                         │ each input file's bytes go into Ray's object store once      ══ results ══▶ write
+    driver: discover ─refs─▶ remote (RayDevices: refs in tasks) ══▶ actor: DeviceHost ══ results ══▶ write
+    actor:  task's refs ─▶ decode (decode.read, the local path's) ─▶ Service: lanes ─▶ Devices ─▶ InferWorker
 
-Refs are grouped into tasks by the local path's Batcher (up to --max-batch pages, closed when full or when
-the first page has waited --max-wait-ms); actors decode and prepare pages with the local path's
-`decode.read` and run them through the same InferWorker.
+An actor's engine side is service.py's `Service`, built as a local run builds it for one device: the same
+lanes and batcher, the same `Devices` and `InferWorker` (continuous decoding included, its ledger, its stall
+watchdog), either backend. It decodes the pages it is sent with the local path's `decode.read` (text layer
+first, `--debug-layout` pictures), in `--workers` threads. Pages travel as file bytes: each input file goes
+into Ray's object store once, and an actor keeps the last few on its disk; no pixels cross the driver.
+`--debug-layout` pictures come back with their task's results and are written on the driver.
 
-The driver (this process) still discovers, writes and keeps the manifest, so outputs, resume, the
-summary and exit codes are those of a local run. Each actor holds one engine: one actor per GPU for
-a GPU engine, one per `--threads` CPUs (default 2) otherwise. An actor decodes the pages it is sent
-(text layer first, as locally) and runs them through the same InferWorker, so a bad page fails alone.
-Nodes need ocrbatch and the engine's packages installed; no shared file system is needed.
+Refs are grouped into tasks by a Batcher (up to --max-batch pages, closed when full or when the first page
+has waited --max-wait-ms); an actor runs a few tasks at once (IN_FLIGHT), so its device's lanes always hold
+the next pages (continuous decoding: rows joining as others end). A task's answer is every page's one result
+(`one_each`: a page an actor answered twice or not at all is still recorded once). An actor that dies (a
+page that kills its process) is restarted by Ray; the pages it held are then run one at a time, each alone on
+an actor, so the page at fault fails alone and its neighbours are converted.
 
-Ray is imported only here, and only when `--ray` is given (`pip install "ocrbatch[ray]"`).
+Ray is imported only here and in cluster.py (the connection), and only when `--ray` is given
+(`pip install "ocrbatch[ray]"`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import shutil
 import tempfile
+import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ..config import EngineOptions, RunConfig
+from ..config import RunConfig, ServiceConfig
 from ..errors import EngineLoadError, OcrbatchError, error_line
 from ..records import PageRef, PageResult, Source, Status
 from .batcher import Batcher
@@ -36,9 +43,13 @@ from .queue import ClosableQueue, Closed
 
 log = logging.getLogger("ocrbatch")
 
-IN_FLIGHT = 2  # tasks queued per actor: one running, the next ready to start
+IN_FLIGHT = 2  # tasks queued per actor with static batches: one running, the next ready to start
+IN_FLIGHT_STREAMS = 4  # with continuous decoding: enough pages waiting that rows join as others end
 CPU_THREADS = 2  # CPUs an actor of a CPU engine asks for, unless --threads says otherwise
 STARTUP_S = 120.0  # how long workers may take to start (a node being added, packages imported)
+RESTARTS = 4  # times Ray restarts a dead actor (a page that kills its process) before it is gone for good
+WAIT_S = 0.5  # the longest the remote stage waits for a task without looking at the run again
+FILES_KEPT = 8  # input files an actor keeps on its disk for their next pages
 
 
 @dataclass(frozen=True)
@@ -49,48 +60,93 @@ class Blob:
     data: Any  # ray.ObjectRef to the file's bytes
 
 
-def connect(address: str) -> None:
-    """Join the cluster at `address`: auto (RAY_ADDRESS, or the cluster this machine is part of),
-    local (a private Ray instance on this machine, for this run) or a head's address."""
-    try:
+@dataclass(frozen=True)
+class ReadSettings:
+    """How an actor decodes its pages: what the local path's decode stage is given."""
+
+    dpi: int
+    text_layer: str
+    max_pixels: int
+
+
+@dataclass
+class TaskAnswer:
+    """What an actor sends back for one task."""
+
+    results: list[PageResult]
+    layout_files: list[tuple[str, bytes]] = field(default_factory=list)  # --debug-layout: (file name, content)
+    stalled: bool = False  # the actor's device watchdog gave pages up (the engine is stuck there)
+    figures: tuple = ()  # the actor's WorkerFigures (stats.py), for the progress view and the summary
+
+
+class _Task:
+    """One task's pages on an actor: the Reply (lanes.py) they carry; done once each has its result."""
+
+    lane = "bulk"
+
+    def __init__(self, pages: int) -> None:
+        self.results: list[PageResult] = []
+        self.error: BaseException | None = None  # a page that could not be run at all (the engine cannot load)
+        self._left = pages
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        if pages == 0:
+            self._done.set()
+
+    def wanted(self) -> bool:
+        return True
+
+    def start(self) -> bool:
+        return True
+
+    def deliver(self, result: PageResult) -> None:
+        with self._lock:
+            self.results.append(result)
+            self._landed()
+
+    def fail(self, exc: BaseException) -> None:
+        with self._lock:
+            self.error = self.error or exc
+            self._landed()
+
+    def _landed(self) -> None:
+        self._left -= 1
+        if self._left <= 0:
+            self._done.set()
+
+    def wait(self) -> None:
+        self._done.wait()
+
+
+class DeviceHost:
+    """The body of one Ray actor: the engine side of a local run on this actor's device (service.py's
+    Service: lanes, Devices, InferWorker) and decode threads in front of it, as a local run has."""
+
+    def __init__(self, config: ServiceConfig, engine_class: type, settings: ReadSettings) -> None:
         import ray
-    except ImportError as exc:
-        raise EngineLoadError('--ray needs Ray: pip install "ocrbatch[ray]"') from exc
-    if ray.is_initialized():
-        return
-    kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.ERROR}
-    try:
-        if address == "local":
-            ray.init(**kwargs)
-        else:
-            ray.init(address=address, **kwargs)
-    except ConnectionError as exc:
-        raise EngineLoadError(f"cannot reach the Ray cluster at {address}: {error_line(exc)}") from exc
 
+        from ..engines import registry
+        from .decode import DecodePool, PdfCache
+        from .service import Service
 
-def shutdown() -> None:
-    import ray
-
-    ray.shutdown()
-
-
-class PageConverter:
-    """The body of one Ray actor: an engine, loaded on first use, and the decode steps before it."""
-
-    def __init__(self, engine_class: type, options: EngineOptions, dpi: int, text_layer: str,
-                 max_batch: int, max_pixels: int = 200_000_000) -> None:
-        from ..gpu.throughput import ThroughputController
-        from .decode import PdfCache
-
-        self.front = engine_class(options)  # decodes and prepares the pages it is sent
-        self.engine = self.front.runner()  # and runs them on this actor's device
-        self.loaded = False
-        self.controller = ThroughputController(max_batch)  # lowered after an out-of-memory error, for good
-        self.dpi, self.text_layer, self.max_pixels = dpi, text_layer, max_pixels
-        self.keep_furniture = options.keep_furniture  # text-layer pages too, as on the driver
-        self.pdfs = PdfCache(2)
+        if config.engine not in registry.names():  # an engine registered on the driver only (tests' fault engines)
+            registry.register(config.engine, engine_class)
+        options = config.engine_options
+        # --debug-layout: pictures go to this actor's disk first, and back to the driver with their task
+        self.layout_dir = Path(tempfile.mkdtemp(prefix="ocrbatch-ray-layout-")) if options.debug_layout else None
+        if self.layout_dir is not None:
+            options = dataclasses.replace(options, debug_layout=self.layout_dir)
+        device = "cuda:0" if ray.get_gpu_ids() else "cpu"  # Ray shows an actor the GPU it was given as cuda:0
+        self.service = Service(dataclasses.replace(config, engine_options=options, devices=device, ray=None))
+        self.front, self.lanes = self.service.front, self.service.lanes
+        self.settings, self.options = settings, options
+        self.pdfs = PdfCache(config.workers + 1)
+        self.decoders = DecodePool(config.workers, name="ray-decode")
         self.dir = Path(tempfile.mkdtemp(prefix="ocrbatch-ray-"))
-        self.files: OrderedDict[tuple, Path] = OrderedDict()  # the last few input files, on local disk
+        # Input files on this node's disk: the last few kept for their next pages, those of tasks in progress
+        # never removed (key -> [path, tasks using it]).
+        self.files: OrderedDict[tuple, list] = OrderedDict()
+        self._files_lock = threading.Lock()
         self.written = 0
 
     def node(self) -> str:
@@ -98,78 +154,128 @@ class PageConverter:
 
         return ray.util.get_node_ip_address()
 
-    def convert(self, refs: list[PageRef], blobs: list[Blob]) -> list[PageResult]:
-        """Every page of `refs` as one result each, in any order."""
-        from .decode import read
-        from .infer import InferWorker
+    def describe(self) -> dict[str, Any]:
+        return self.service.describe()
 
-        local = {b.source.path: self._local(b) for b in blobs}
-        results: list[PageResult] = []
-        images = []
-        for ref in refs:
-            here = dataclasses.replace(ref, source=dataclasses.replace(ref.source, path=local[ref.source.path]))
-            page = read(here, self.dpi, self.pdfs, self.text_layer, self.front, self.max_pixels,
-                        self.keep_furniture)
-            if isinstance(page, PageResult):  # text layer, or failed; named after the driver's file
-                results.append(dataclasses.replace(page, ref=ref))
-            else:
-                page.ref = ref
-                images.append(page)
-        if images:
-            if not self.loaded:
-                import ray
-
-                device = "cuda:0" if ray.get_gpu_ids() else "cpu"
-                try:
-                    self.engine.load(device)
-                except OcrbatchError:
-                    raise
-                except Exception as exc:  # noqa: BLE001 - whatever the engine raised, it cannot run: exit 5
-                    raise EngineLoadError(f"the engine failed to load on a Ray worker's {device}: "
-                                          f"{error_line(exc)}") from exc
-                self.loaded = True
-            worker = InferWorker(self.engine, results.append, self.controller)
+    def convert(self, refs: list[PageRef], blobs: list[Blob]) -> TaskAnswer:
+        """Every page of `refs` as one result each, in any order (run in one of the actor's task threads)."""
+        task = _Task(len(refs))
+        local: dict[Path, Path] = {}
+        try:
             try:
-                worker.run_batch(images)
-            finally:
-                worker.release(images)  # a failure to free is logged, never the pages' failure
-        return results
+                for b in blobs:
+                    local[b.source.path] = self._local(b)
+            except OSError as exc:  # this node's disk cannot take the file: its pages fail here
+                why = f"cannot store the file on the Ray worker: {error_line(exc)}"
+                return TaskAnswer([PageResult(ref=r, status=Status.FAILED, error=why) for r in refs])
+            for ref in refs:
+                self.decoders.submit(lambda ref=ref: self._read(ref, local[ref.source.path], task))
+            task.wait()
+        finally:
+            self._done_with(blobs[:len(local)])
+        if isinstance(task.error, EngineLoadError):
+            raise task.error
+        results = task.results
+        if task.error is not None:
+            answered = {r.ref for r in results}
+            results += [PageResult(ref=r, status=Status.FAILED, error=error_line(task.error))
+                        for r in refs if r not in answered]
+        devices = self.service.devices
+        return TaskAnswer(results, self._layout_files(refs), bool(devices.stalled), devices.figures())
+
+    def _read(self, ref: PageRef, path: Path, task: _Task) -> None:
+        """One page, as a local decode thread does it: decoded, prepared, into the lanes (or finished)."""
+        from .decode import read
+
+        s = self.settings
+        here = dataclasses.replace(ref, source=dataclasses.replace(ref.source, path=path))
+        try:
+            page = read(here, s.dpi, self.pdfs, s.text_layer, self.front, s.max_pixels, self.options.keep_furniture,
+                        self.options.debug_layout)
+            if isinstance(page, PageResult):  # text layer, or failed; named after the driver's file
+                task.deliver(dataclasses.replace(page, ref=ref))
+                return
+            page.ref, page.reply = ref, task
+            self.lanes.put(page)
+        except Exception as exc:  # noqa: BLE001 - the engine cannot prepare at all, or the lanes closed
+            task.fail(exc)
+
+    def _layout_files(self, refs: list[PageRef]) -> list[tuple[str, bytes]]:
+        """The --debug-layout pictures of `refs` (taken off this actor's disk)."""
+        if self.layout_dir is None:
+            return []
+        from ..layout.debug import debug_name
+
+        files = []
+        for ref in refs:
+            for suffix in (".txt", ".png"):
+                path = self.layout_dir / (debug_name(ref) + suffix)
+                try:
+                    files.append((path.name, path.read_bytes()))
+                    path.unlink()
+                except FileNotFoundError:
+                    pass
+        return files
 
     def _local(self, blob: Blob) -> Path:
-        """The file on this node's disk (written once per file and kept for its next pages)."""
+        """The file on this node's disk (written once per file and kept for its next pages), under its own
+        name (--debug-layout names pictures after it)."""
         import ray
 
-        src = blob.source
-        key = (str(src.path), src.size, src.mtime_ns)
-        if key in self.files:
-            self.files.move_to_end(key)
-            return self.files[key]
-        self.written += 1
-        path = self.dir / f"{self.written}-{src.path.name}"  # never reused: the PDF cache keys on it
-        path.write_bytes(ray.get(blob.data))
-        self.files[key] = path
-        while len(self.files) > 8:
-            _, old = self.files.popitem(last=False)
-            old.unlink(missing_ok=True)
-        return path
+        key = _key(blob)
+        with self._files_lock:
+            if key in self.files:
+                self.files.move_to_end(key)
+                self.files[key][1] += 1
+                return self.files[key][0]
+            self.written += 1
+            path = self.dir / str(self.written) / blob.source.path.name  # never reused: the PDF cache keys on it
+            path.parent.mkdir()
+            path.write_bytes(ray.get(blob.data))
+            self.files[key] = [path, 1]
+            return path
+
+    def _done_with(self, blobs: list[Blob]) -> None:
+        """A task no longer needs these files; beyond the last FILES_KEPT, those no task uses are removed."""
+        with self._files_lock:
+            for blob in blobs:
+                self.files[_key(blob)][1] -= 1
+            idle = [k for k, (_, users) in self.files.items() if users == 0]
+            for key in idle[:max(0, len(self.files) - FILES_KEPT)]:
+                path, _ = self.files.pop(key)
+                shutil.rmtree(path.parent, ignore_errors=True)
 
 
-class Dispatcher:
-    """Driver side: page refs in, tasks out to the actors, results back (run by the pipeline's
-    remote stage in place of decode, batch and infer)."""
+def _key(blob: Blob) -> tuple:
+    src = blob.source
+    return (str(src.path), src.size, src.mtime_ns)
+
+
+@dataclass
+class _Sent:
+    actor: int
+    refs: list[PageRef]
+    at: float  # perf_counter when sent
+    deaths: int  # the actor's deaths when it was sent (a death is counted once, by its first task)
+    alone: bool  # a page of a dead actor's, run with nothing else on its actor
+
+
+class RayDevices:
+    """The driver's side of Ray as a device: page refs in, tasks out to the actors (DeviceHost), each page's one
+    result back. The remote stage (run below) feeds it in place of the local decode → lanes → Devices."""
 
     def __init__(self, config: RunConfig, uses_gpu: bool, emit: Callable[[PageResult], None],
-                 busy: Callable[[float, int], None]) -> None:
+                 busy: Callable[[float, int], None], cancelled: Callable[[], bool] = lambda: False) -> None:
         import ray
 
         from ..engines import registry
 
-        self.config, self.emit, self.busy = config, emit, busy
+        self.config, self.emit, self.busy, self.cancelled = config, emit, busy, cancelled
         options = config.engine_options
         gpu = uses_gpu and config.devices != "cpu"
         resources = ray.cluster_resources()
         if gpu:
-            per = {"num_gpus": 1, "num_cpus": 1}
+            per: dict[str, float] = {"num_gpus": 1, "num_cpus": 1}
             count = config.ray_workers or int(resources.get("GPU", 0))
             if count < 1:
                 raise EngineLoadError(f"the {config.engine} engine needs GPUs and the Ray cluster has none "
@@ -182,24 +288,48 @@ class Dispatcher:
             per = {"num_cpus": min(float(cpus), total / count), "num_gpus": 0}
             # Ray does not pin CPUs: an engine sizing itself by the node's CPUs would oversubscribe them.
             options = dataclasses.replace(options, threads=max(1, int(per["num_cpus"])))
-        options = dataclasses.replace(options, pin_memory=gpu,
-                                      buffer_pages=options.buffer_pages or 2 * config.max_batch)
-        actor = ray.remote(max_restarts=1, max_task_retries=1, **per)(PageConverter)
         engine_class = registry.engine_class(config.engine, config.engine_options)
-        actors = [actor.remote(engine_class, options, config.dpi, config.text_layer, config.max_batch,
-                               config.max_pixels)
-                  for _ in range(count)]
-        self.actors = _started(actors, STARTUP_S)
+        streams = options.schedule == "continuous" and engine_class.capabilities.streams
+        self.in_flight = IN_FLIGHT_STREAMS if streams else IN_FLIGHT
+        service = dataclasses.replace(config.service, engine_options=dataclasses.replace(options, pin_memory=gpu))
+        actor = ray.remote(max_restarts=RESTARTS, max_task_retries=0, max_concurrency=self.in_flight + 2,
+                           **per)(DeviceHost)
+        settings = ReadSettings(config.dpi, config.text_layer, config.max_pixels)
+        self.actors = _started([actor.remote(service, engine_class, settings) for _ in range(count)], STARTUP_S)
         self.load = {i: 0 for i in range(len(self.actors))}  # tasks in flight per live actor
-        self.pending: dict[Any, tuple[int, list[PageRef], float]] = {}  # task -> (actor, refs, sent at)
+        self.deaths = {i: 0 for i in range(len(self.actors))}
+        self.pending: dict[Any, _Sent] = {}  # task -> what was sent
+        self.suspects: list[PageRef] = []  # pages a dead actor held: each runs alone on an idle actor
         self.blobs: OrderedDict[Path, Blob] = OrderedDict()  # recent files already in the object store
+        self.stalled: dict[str, float] = {}  # "ray" -> when an actor's device watchdog gave pages up
+        self._figures: dict[int, tuple] = {}  # actor -> its device's latest figures
+        self.facts: dict[str, Any] = {}  # the engine's facts, as the actors report them at the end
 
     @property
     def workers(self) -> int:
         return len(self.load)
 
+    def figures(self) -> tuple:
+        return tuple(f for i in sorted(self._figures) for f in self._figures[i])
+
     def submit(self, refs: list[PageRef]) -> None:
-        """Send one task to the least busy live actor, waiting first for a free slot."""
+        """Send one task to the least busy live actor, waiting first for a free slot (and for the pages of a
+        dead actor, which go first, each alone)."""
+        ready, blobs = self._blobs(refs)
+        if not ready:
+            return
+        while self.suspects or not self._free():
+            if self.cancelled():
+                raise Closed("remote")
+            self.collect(block=True)
+        self._send(ready, blobs, min(self._free(), key=self.load.__getitem__), alone=False)
+
+    def _free(self) -> list[int]:
+        return [i for i, n in self.load.items() if n < self.in_flight]
+
+    def _blobs(self, refs: list[PageRef]) -> tuple[list[PageRef], list[Blob]]:
+        """The refs whose files are in the object store, and those files; the pages of a file that cannot be
+        read any more fail here."""
         blobs: dict[Path, Blob | None] = {}
         ready = []
         for ref in refs:
@@ -215,68 +345,109 @@ class Dispatcher:
                 self.emit(PageResult(ref=ref, status=Status.FAILED, error=why))
             else:
                 ready.append(ref)
-        if not ready:
-            return
-        while min(self.load.values()) >= IN_FLIGHT:
-            self.collect(block=True)
-        i = min(self.load, key=self.load.__getitem__)
-        task = self.actors[i].convert.remote(ready, [b for b in blobs.values() if b is not None])
-        self.pending[task] = (i, ready, time.perf_counter())
+        return ready, [b for b in blobs.values() if b is not None]
+
+    def _send(self, refs: list[PageRef], blobs: list[Blob], i: int, alone: bool) -> None:
+        task = self.actors[i].convert.remote(refs, blobs)
+        self.pending[task] = _Sent(i, refs, time.perf_counter(), self.deaths[i], alone)
         self.load[i] += 1
 
     def collect(self, block: bool) -> None:
-        """Hand on the results of finished tasks (waits for one when `block`)."""
+        """Hand on the results of finished tasks (waits up to WAIT_S for one when `block`)."""
         import ray
 
+        self._send_suspects()
         if not self.pending:
             return
-        done, _ = ray.wait(list(self.pending), num_returns=1, timeout=None if block else 0)
+        done, _ = ray.wait(list(self.pending), num_returns=1, timeout=WAIT_S if block else 0)
         for task in done:
-            if task not in self.pending:
-                continue  # its actor died and it was sent elsewhere
-            i, refs, sent = self.pending[task]
+            sent = self.pending.pop(task)
+            if sent.actor in self.load:
+                self.load[sent.actor] -= 1
             try:
-                results = ray.get(task)
+                answer = ray.get(task)
             except ray.exceptions.RayTaskError as exc:
                 if isinstance(exc.cause, EngineLoadError):
                     raise exc.cause from None
-                results = self._failed(refs, f"worker failed: {error_line(exc.cause or exc)}")
-            except ray.exceptions.RayActorError as exc:  # it died, was restarted, and died again
-                self._lost(i, exc)
+                answer = TaskAnswer(_failed(sent.refs, f"worker failed: {error_line(exc.cause or exc)}"))
+            except ray.exceptions.RayActorError as exc:  # it died (Ray restarts it, up to RESTARTS times)
+                self._died(sent, exc)
                 continue
             except ray.exceptions.RayError as exc:  # e.g. Ray's memory monitor killed the task
-                results = self._failed(refs, f"worker failed: {error_line(exc)}")
-            del self.pending[task]
-            self.load[i] -= 1
-            self.busy(time.perf_counter() - sent, len(refs))
-            for result in one_each(refs, results):
-                self.emit(result)
+                answer = TaskAnswer(_failed(sent.refs, f"worker failed: {error_line(exc)}"))
+            self._landed(sent, answer)
+        self._send_suspects()
 
-    def _lost(self, i: int, exc: BaseException) -> None:
-        """Actor `i` is gone for good. The task it was running (its oldest) killed it: those pages fail.
-        Tasks still queued on it go to the other actors."""
-        mine = sorted((sent, task) for task, (j, _, sent) in self.pending.items() if j == i)
-        del self.load[i]
-        log.warning("a Ray worker died for good (%s); %d left", error_line(exc), len(self.load))
-        for n, (_, task) in enumerate(mine):
-            _, refs, _ = self.pending.pop(task)
-            if n == 0:
-                for result in self._failed(refs, "the worker converting this page died, twice"):
-                    self.emit(result)
-            elif not self.load:
-                for result in self._failed(refs, "every Ray worker died"):
-                    self.emit(result)
-            else:
-                self.submit(refs)
+    def _landed(self, sent: _Sent, answer: TaskAnswer) -> None:
+        if answer.stalled:
+            self.stalled.setdefault("ray", time.monotonic())
+        if answer.figures:
+            self._figures[sent.actor] = answer.figures
+        folder = self.config.engine_options.debug_layout
+        for name, content in answer.layout_files:
+            if folder is not None:
+                _write_picture(Path(folder) / Path(name).name, content)
+        self.busy(time.perf_counter() - sent.at, len(sent.refs))
+        for result in one_each(sent.refs, answer.results):
+            self.emit(result)
+
+    def _died(self, sent: _Sent, exc: BaseException) -> None:
+        """Actor `sent.actor` died running this task (and every other it held). A page that ran alone there
+        killed it: it fails. Otherwise the task's pages become suspects, each run alone next."""
+        i = sent.actor
+        if sent.alone:
+            for result in _failed(sent.refs, f"the Ray worker converting this page died ({error_line(exc)})"):
+                self.emit(result)
+        else:
+            self.suspects.extend(sent.refs)
+        if i in self.load and sent.deaths == self.deaths[i]:  # the first task to report this death
+            self.deaths[i] += 1
+            if self.deaths[i] > RESTARTS:
+                del self.load[i]
+                log.warning("a Ray worker died for good (%s); %d left", error_line(exc), len(self.load))
         if not self.load:
+            for result in _failed(self.suspects, "every Ray worker died"):
+                self.emit(result)
+            self.suspects.clear()
             raise EngineLoadError(f"every Ray worker died; the last: {error_line(exc)}")
 
+    def _send_suspects(self) -> None:
+        while self.suspects:
+            idle = [i for i, n in self.load.items() if n == 0]
+            if not idle:
+                return
+            ref = self.suspects.pop(0)
+            ready, blobs = self._blobs([ref])
+            if ready:
+                self._send(ready, blobs, idle[0], alone=True)
+
     def drain(self) -> None:
-        while self.pending:
+        while self.pending or self.suspects:
+            if self.cancelled():
+                return
             self.collect(block=True)
 
-    def _failed(self, refs: list[PageRef], why: str) -> list[PageResult]:
-        return [PageResult(ref=r, status=Status.FAILED, error=why) for r in refs]
+    def describe(self) -> dict[str, Any]:
+        """The engine's facts as the actors report them (merged as a local run merges its devices')."""
+        import ray
+
+        from .service import merge_facts
+
+        try:
+            return merge_facts(ray.get([self.actors[i].describe.remote() for i in self.load], timeout=WAIT_S * 20))
+        except Exception as exc:  # noqa: BLE001 - the summary goes without them
+            log.debug("the Ray workers' facts: %s", error_line(exc))
+            return {}
+
+    def close(self) -> None:
+        """End the actors (one stuck in its engine included: the run is over)."""
+        import ray
+
+        for a in self.actors:
+            try:
+                ray.kill(a)
+            except Exception as exc:  # noqa: BLE001 - already gone
+                log.debug("ending a Ray worker: %s", error_line(exc))
 
     def _blob(self, src: Source) -> Blob:
         import ray
@@ -285,25 +456,44 @@ class Dispatcher:
         if blob is None or blob.source != src:
             blob = Blob(src, ray.put(src.path.read_bytes()))
             self.blobs[src.path] = blob
-            while len(self.blobs) > 4 * len(self.load) + 8:  # tasks in flight keep their own references
+            while len(self.blobs) > 4 * len(self.actors) + 8:  # tasks in flight keep their own references
                 self.blobs.popitem(last=False)
         self.blobs.move_to_end(src.path)
         return blob
 
 
+def _write_picture(path: Path, content: bytes) -> None:
+    """A --debug-layout file an actor drew, into the folder here; as layout/debug.py does it: a file that cannot be
+    written (a FIFO there, a full disk) is a warning, never a change to the page's result."""
+    from ..errors import UsageError
+    from ..safefiles import check_file
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        check_file(path, "--debug-layout file")
+        path.write_bytes(content)
+    except (OSError, UsageError) as exc:
+        log.warning("--debug-layout: cannot write %s: %s", path, getattr(exc, "strerror", None) or exc)
+
+
+def _failed(refs: list[PageRef], why: str) -> list[PageResult]:
+    return [PageResult(ref=r, status=Status.FAILED, error=why) for r in refs]
+
+
 def run(config: RunConfig, uses_gpu: bool, refs: ClosableQueue[PageRef], results: ClosableQueue[PageResult],
-        stats, connected: Callable[["Dispatcher"], None]) -> None:
+        stats, connected: Callable[["RayDevices"], None]) -> None:
     """The remote stage: refs grouped into tasks, sent to the cluster's actors; their results to `results`."""
-    dispatcher = Dispatcher(config, uses_gpu, emit=results.put,
-                            busy=lambda seconds, pages: stats.add_busy("infer", seconds / max(1, dispatcher.workers)))
-    connected(dispatcher)
+    devices = RayDevices(config, uses_gpu, emit=results.put,
+                         busy=lambda seconds, pages: stats.add_busy("infer", seconds / max(1, devices.workers)),
+                         cancelled=lambda: results.closed)
+    connected(devices)
     batcher: Batcher[PageRef] = Batcher(config.max_batch, config.max_wait_s, key=lambda ref: None)
 
     def send(now: float) -> None:
         while (task := batcher.next(now)) is not None:
             stats.add_batch(len(task[1]))
             stats.begin("infer")
-            dispatcher.submit(task[1])
+            devices.submit(task[1])
 
     try:
         while True:
@@ -316,9 +506,12 @@ def run(config: RunConfig, uses_gpu: bool, refs: ClosableQueue[PageRef], results
             if ref is not None:
                 batcher.add(ref, time.monotonic())
             send(time.monotonic())
-            dispatcher.collect(block=False)
-        dispatcher.drain()
+            devices.collect(block=False)
+        devices.drain()
+        if not results.closed:  # not stopped: the actors answer at once
+            devices.facts = devices.describe()
     finally:
+        devices.close()
         results.close()
 
 

@@ -5,7 +5,8 @@
 
 Each stage module owns its loop; this file makes the queues, starts the stages in that order and waits.
 Batch and infer are the service's (service.py; a Converter's outlives the run); the run's pages go in the
-bulk lane and come back through its RunReply (lanes.py). With `--ray`, remote.py replaces decode → infer.
+bulk lane and come back through its RunReply (lanes.py). With `--ray` the remote stage (remote.py: Ray as a
+device) sends refs to the actors, which decode and infer with these same stages on their devices.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ class _Run:
         self.crash: BaseException | None = None  # a bug, raised on the main thread
         self.stopping: OcrbatchError | None = None  # why the run takes no more pages (a signal, a write error)
         self.deadline, self.aborted = 0.0, False  # then until when the pages in progress are waited for
-        self.dispatcher: Any = None  # remote.Dispatcher, with --ray
+        self.dispatcher: Any = None  # remote.RayDevices, with --ray
         self.failures: list[str] = []  # the first 100 failures' lines, for the summary
 
     # -- the stages, in data-flow order ----------------------------------------------------------
@@ -155,7 +156,7 @@ class _Run:
 
     def check_signals(self) -> None:  # on the writing thread, every half second at least
         timeout = self.config.stall_timeout
-        device_stalled = self.devices is not None and bool(self.devices.stalled)
+        device_stalled = any(d is not None and d.stalled for d in (self.devices, self.dispatcher))
         if self.stopping is None and (self.ledger.stalled(timeout) or device_stalled):
             n = self.ledger.in_flight()
             log.error("no page finished in %.0f s with %d in flight: the engine (or a decoder) is stuck; those "
@@ -197,13 +198,14 @@ class _Run:
             done={s.value: n for s, n in self.writer.counts.items()}, last_error=self.writer.last_error,
             queue_depth={**{k: len(v) for k, v in q.items()}, "batch": len(lanes or ()), "infer": 0},
             queue_max={**{k: v.maxsize for k, v in q.items()}, "batch": getattr(lanes, "limit", 1), "infer": 1},
-            resources=self.service.sampler.latest(), infer_workers=self.devices.figures() if self.devices else ())
+            resources=self.service.sampler.latest(),
+            infer_workers=(self.devices or self.dispatcher).figures() if self.devices or self.dispatcher else ())
 
     def _summary(self) -> Summary:
         snap = self.snapshot()
         if not self.found.sources and not self.writer.counts[Status.FAILED] and self.stopping is None:
             raise NoInputsError(f"no PDF or image files found in {', '.join(self.config.inputs)}")
-        ray = {"ray_workers": self.dispatcher.workers} if self.dispatcher is not None else {}
+        ray = {**self.dispatcher.facts, "ray_workers": self.dispatcher.workers} if self.dispatcher is not None else {}
         return Summary(counts=snap.done, pages_total=snap.pages_total, sources=self.found.sources,
                        missing_inputs=list(self.found.missing_inputs), renamed=list(self.found.renamed),
                        engine={**self.service.describe(), **ray}, figures=summary_dict(snap),

@@ -1,6 +1,7 @@
 """The engine side of the pipeline, built once and shared by every run of a converter: the engine's front,
 the priority lanes, and the engine on its devices (batch → infer). With `--ray` the engines live on the
-cluster's actors instead, and only the front (naming the output) is kept here.
+cluster's actors instead, and only the front (naming the output) is kept here: each actor builds this same
+Service, local, for its one device (remote.py: DeviceHost).
 
     front ── prepare (decode threads) ──▶ lanes (interactive | bulk) ──▶ Devices: one runner per device
 """
@@ -34,9 +35,9 @@ class Service:
         self.lanes: Lanes | None = None
         self.cut_short = False  # a run stopped at once: pages in flight may never finish (a stuck engine)
         if config.ray:  # the cluster's actors hold the engines; this one only names the engine's output
-            from . import remote
+            from . import cluster
 
-            remote.connect(config.ray)
+            cluster.connect(config.ray)
             self.front: Front = engine_class(config.engine_options)
             self.device_names: tuple[str, ...] = ("ray",)
         else:
@@ -81,9 +82,9 @@ class Service:
                     self.front.abort()
                     self.lanes.close()
             elif self.config.ray == "local":
-                from . import remote
+                from . import cluster
 
-                remote.shutdown()
+                cluster.shutdown()
         finally:
             self.sampler.stop()
 

@@ -1,0 +1,36 @@
+"""The connection to a Ray cluster (`--ray`), made by the service and closed with it (remote.py uses it).
+
+Ray is imported only here and in remote.py, and only when `--ray` is given (`pip install "ocrbatch[ray]"`).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ..errors import EngineLoadError, error_line
+
+
+def connect(address: str) -> None:
+    """Join the cluster at `address`: auto (RAY_ADDRESS, or the cluster this machine is part of),
+    local (a private Ray instance on this machine, for this run) or a head's address."""
+    try:
+        import ray
+    except ImportError as exc:
+        raise EngineLoadError('--ray needs Ray: pip install "ocrbatch[ray]"') from exc
+    if ray.is_initialized():
+        return
+    kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.ERROR}
+    try:
+        if address == "local":
+            ray.init(**kwargs)
+        else:
+            ray.init(address=address, **kwargs)
+    except ConnectionError as exc:
+        raise EngineLoadError(f"cannot reach the Ray cluster at {address}: {error_line(exc)}") from exc
+
+
+def shutdown() -> None:
+    import ray
+
+    ray.shutdown()

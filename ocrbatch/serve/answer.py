@@ -23,7 +23,7 @@ from .limits import Ticket
 from .upload import Upload
 
 if TYPE_CHECKING:
-    from .app import ServerState
+    from .state import ServerState
 
 ROUTE = "/v1/convert"
 

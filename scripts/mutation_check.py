@@ -118,6 +118,10 @@ RELIABILITY = [
              ("tests/test_converter.py::test_a_page_says_how_sure_its_engine_was_when_the_engine_types_it_and_text_"
               "layer_pages_say_so",),
              "a page's result (page JSON, serve) loses the confidence an engine gave only as its typed field"),
+    Mutation("review-count-unsaid", "ocrbatch/ui/reporter.py",
+             "if summary.review_below is not None else {}", "if False else {}",
+             ("tests/test_outputs.py::test_the_plain_finished_line_counts_the_review_list_only_with_review_below",),
+             "the plain `finished` line (the summary off a terminal) does not say how many pages need a look"),
     Mutation("load-error-unwrapped", "ocrbatch/pipeline/infer.py",
              "                except OcrbatchError:\n                    raise\n                except Exception as exc:"
              "  # noqa: BLE001 - whatever the engine raised, it cannot run: exit 5",

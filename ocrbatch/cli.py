@@ -203,17 +203,12 @@ def _print_error_json(code: int, error: str, output: Path | None) -> None:
         pass  # the error it would carry has been said on stderr already
 
 
-def _run_convert(converter, inputs: list[str], output: Path, *, pages: str | None, force: bool, null: bool,
-                 as_json: bool, quiet: bool, progress: bool, log_every: float, metrics_file: Path | None,
-                 verbose: int = 0, formats: str = "md", join: bool = False,
-                 review_below: float | None = None, shard: str | None = None) -> ExitCode:
+def _run_convert(converter, inputs: list[str], output: Path, **options: Any) -> ExitCode:
+    """`_convert_and_report` (its keyword-only parameters are the options) inside `running()`."""
     from .pipeline.signals import running
 
     with running():  # a second signal now stops the run at once, yet its records and summary (--json) are kept
-        return _convert_and_report(converter, inputs, output, pages=pages, force=force, null=null, as_json=as_json,
-                                   quiet=quiet, progress=progress, log_every=log_every, metrics_file=metrics_file,
-                                   verbose=verbose, formats=formats, join=join, review_below=review_below,
-                                   shard=shard)
+        return _convert_and_report(converter, inputs, output, **options)
 
 
 def _convert_and_report(converter, inputs: list[str], output: Path, *, pages: str | None, force: bool, null: bool,

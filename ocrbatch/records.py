@@ -164,8 +164,8 @@ class PageLines:
 @dataclass
 class PageOutput:
     """What an engine returns for one page. `tokens` and `confidence` are typed: the pipeline reads them (the
-    throughput controller, tokens/s); during the move to them an engine also keeps them in `info` ("tokens",
-    "confidence": its as_dict()), which is what the manifest, the page JSON and serve read today."""
+    throughput controller, tokens/s; the page JSON and serve, through PageResult.confidence). An engine also
+    keeps them in `info` ("tokens", "confidence": its as_dict()), which the manifest writes as it is."""
 
     markdown: str
     status: Status = Status.OK
@@ -190,13 +190,16 @@ class PageResult:
     timings: dict[str, float] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
     lines: PageLines | None = None  # the page's lines and boxes (written with --format json)
+    # How sure the engine was of this page (PageOutput.confidence; the page JSON and serve read it). The manifest
+    # keeps its as_dict() as `info.confidence`; a result made with only that key (an engine that does not type
+    # it yet) gets it from there.
+    confidence: "Confidence | None" = None
 
-    @property
-    def confidence(self) -> "Confidence | None":
-        """How sure the engine was of this page (`info["confidence"]`, as the manifest keeps it)."""
-        from .confidence import Confidence
+    def __post_init__(self) -> None:
+        if self.confidence is None and "confidence" in self.info:
+            from .confidence import Confidence
 
-        return Confidence.from_dict(self.info.get("confidence"))
+            self.confidence = Confidence.from_dict(self.info["confidence"])
 
     @property
     def message(self) -> str | None:

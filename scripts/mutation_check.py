@@ -113,6 +113,15 @@ RELIABILITY = [
     Mutation("tokens-untyped", "ocrbatch/pipeline/infer.py", "(o.tokens if o.tokens is not None else 1) + 1", "2",
              ("tests/test_infer.py::test_the_throughput_controller_counts_the_tokens_each_page_says_it_generated",),
              "the throughput controller counts pages, not the tokens they took (tokens/s wrong, the cap mis-set)"),
+    Mutation("confidence-untyped", "ocrbatch/pipeline/infer.py",
+             "lines=out.lines, confidence=out.confidence))", "lines=out.lines))",
+             ("tests/test_converter.py::test_a_page_says_how_sure_its_engine_was_when_the_engine_types_it_and_text_"
+              "layer_pages_say_so",),
+             "a page's result (page JSON, serve) loses the confidence an engine gave only as its typed field"),
+    Mutation("review-count-unsaid", "ocrbatch/ui/reporter.py",
+             "if summary.review_below is not None else {}", "if False else {}",
+             ("tests/test_outputs.py::test_the_plain_finished_line_counts_the_review_list_only_with_review_below",),
+             "the plain `finished` line (the summary off a terminal) does not say how many pages need a look"),
     Mutation("load-error-unwrapped", "ocrbatch/pipeline/infer.py",
              "                except OcrbatchError:\n                    raise\n                except Exception as exc:"
              "  # noqa: BLE001 - whatever the engine raised, it cannot run: exit 5",

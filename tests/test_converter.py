@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, draw_page, run_cli, save_pdf
-from engines import CrashOnPage, LoadCounter, SlowEngine
+from engines import CrashOnPage, LoadCounter, SlowEngine, TypedConfidence
 from ocrbatch import Converter
+from ocrbatch.confidence import Confidence
 from ocrbatch.errors import EngineLoadError, UsageError
 
 # The fake engine's Markdown for sample_docs/, written by `convert` at 6e60909 (before the Converter).
@@ -287,3 +288,17 @@ def test_a_page_taken_as_close_runs_is_answered_or_refused_never_left():
     future = conv.submit(Image.new("RGB", (40, 40), "white"))
     with pytest.raises(ConverterClosedError):
         future.result(timeout=30)
+
+
+def test_a_page_says_how_sure_its_engine_was_when_the_engine_types_it_and_text_layer_pages_say_so(tmp_path,
+                                                                                                 register_engine):
+    from test_layout_textlayer import article_page, write_pdf
+
+    register_engine(TypedConfidence)
+    pdf = write_pdf(tmp_path / "article.pdf", [article_page()])
+    with Converter(engine="typed-confidence", max_wait_ms=50) as conv:
+        scan = conv.submit(png_bytes("scan"), name="scan.png").result(timeout=60)
+        layer = conv.submit(pdf, pages="1")[0].result(timeout=60)
+    assert scan.confidence == TypedConfidence.SURE and "confidence" not in scan.info
+    assert layer.confidence == Confidence("text-layer", None)
+    assert layer.info["confidence"] == {"method": "text-layer", "score": None}  # the manifest's copy, as before

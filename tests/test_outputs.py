@@ -186,6 +186,18 @@ class ScoredEngine(FakeEngine):
         return outs
 
 
+def test_the_plain_finished_line_counts_the_review_list_only_with_review_below(tmp_path):
+    d = tmp_path / "in"
+    d.mkdir()
+    draw_page("Harbour report").save(d / "scan.png")
+    with_it = run_cli("convert", str(d), "-o", str(tmp_path / "a"), "--review-below", "1")
+    without = run_cli("convert", str(d), "-o", str(tmp_path / "b"))
+    assert with_it.returncode == without.returncode == 0, with_it.stderr + without.stderr
+    finished = [l for l in with_it.stderr.splitlines() if "ocrbatch: finished " in l]
+    assert len(finished) == 1 and " review=" in finished[0], with_it.stderr
+    assert "ocrbatch: finished " in without.stderr and " review=" not in without.stderr
+
+
 def test_review_below_lists_the_pages_under_it_lowest_first_also_when_skipped(tmp_path, register_engine):
     register_engine(ScoredEngine)
     d = tmp_path / "in"

@@ -72,6 +72,12 @@ def test_batch_of_pages_keeps_each_page_its_own_text(rapid):
     assert outs[2].markdown == ""
 
 
+def test_the_engine_types_its_confidence_and_the_manifest_keeps_the_same_figures(rapid):
+    out = rapid.infer([_page(article())])[0]
+    assert out.confidence is not None and out.confidence.method == "recognizer" and 0.5 < out.confidence.score <= 1
+    assert out.info["confidence"] == out.confidence.as_dict()  # the manifest's info.confidence, unchanged
+
+
 @pytest.mark.parametrize("turned, rotated", [(180, 180), (90, 90), (270, 270)])
 def test_page_scanned_upside_down_or_sideways_reads_as_upright(rapid, turned, rotated):
     upright = rapid.infer([_page(article())])[0]

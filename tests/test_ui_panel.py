@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from rich.console import Console
 
 from ocrbatch.gpu.nvml import GpuReading, HostReading, ResourceSample
-from ocrbatch.pipeline.stats import Snapshot, Stats
+from ocrbatch.pipeline.stats import Snapshot, Stats, Summary
 from ocrbatch.ui import Reporter, summary_table
 from ocrbatch.ui.panel import render_panel
 from ocrbatch.ui.plain import figures, line
@@ -115,9 +115,9 @@ def test_plain_values_with_spaces_are_quoted():
 
 
 def test_summary_table_lists_counts_rates_stages_devices_and_engine():
-    summary = SimpleNamespace(
+    summary = Summary(
         counts={"ok": 28, "skipped": 1, "failed": 1, "truncated": 2}, pages_total=32, sources=9,
-        missing_inputs=[], output="/tmp/out",
+        missing_inputs=[], renamed=[], output="/tmp/out",
         engine={"engine": "deepseek-ocr2", "dtype": "bfloat16", "attention": "sdpa"},
         figures={"wall_s": 75.5, "pages_per_s": 0.41, "batches": 5, "mean_batch": 6.2,
                  "stage_busy_pct": {"decode": 3.0, "batch": 0.0, "infer": 97.4, "write": 0.2},
@@ -176,9 +176,9 @@ def test_worker_figures_show_in_the_panel_and_the_summary():
         "compute_s": 540.2, "copy_s": 1.23, "batch_cap": 8, "buffer_allocations": 24,
         "buffer_allocations_after_warmup": 0, "slot_efficiency": 0.9123, "tokens": 120000,
         "kv_cache_pct": 42.1, "kv_cache_peak_pct": 81.3}]
-    summary = SimpleNamespace(counts={"ok": 1170, "skipped": 0, "failed": 0}, pages_total=1170, sources=1,
-                              missing_inputs=[], output="/tmp/out", engine={"engine": "deepseek-ocr2"},
-                              figures=figures)
+    summary = Summary(counts={"ok": 1170, "skipped": 0, "failed": 0}, pages_total=1170, sources=1,
+                      missing_inputs=[], renamed=[], output="/tmp/out", engine={"engine": "deepseek-ocr2"},
+                      figures=figures)
     assert re.search(r"cuda:0 +154 batches, mean 7\.6 · busy 98% · compute 9m00s · copy 1\.2 s · cap 8 · "
                      r"buffers 24 made, 0 after warm-up · KV cache peak 81%", render(summary_table(summary), width=160))
     # Without buffers (e.g. rapidocr) or a controller, those parts are left out.

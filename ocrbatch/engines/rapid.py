@@ -322,7 +322,7 @@ class RapidOcrEngine(Engine):
         laid_out: list = []
         markdown = page_markdown(layout, self.options.keep_furniture, placed=laid_out)
         geometry = placed_lines(laid_out, (w, h), skew=skew_angle(quads), turn=turn)
-        return PageOutput(markdown=markdown, info=info, lines=geometry)
+        return PageOutput(markdown=markdown, info=info, lines=geometry, confidence=confidence)
 
 
 def needs_second_reading(text: str, score: float, below: float) -> bool:

@@ -81,11 +81,13 @@ def text_layer_page(ref: PageRef, dpi: int, pdfs: PdfCache, mode: str,
             text = pdfs.text(ref.source.path, ref.page - 1)
             page = textlayer.page_markdown(text, dpi, keep_furniture, debug_layout, ref)
             if page is not None:
-                info = {"path": "text-layer", "lines": page.lines, "confidence": confidence.text_layer().as_dict()}
+                sure = confidence.text_layer()
+                info = {"path": "text-layer", "lines": page.lines, "confidence": sure.as_dict()}
                 if page.turn:
                     info["rotated"] = page.turn
                 return PageResult(ref=ref, status=Status.OK, markdown=page.markdown,
-                                  timings={"decode_s": time.perf_counter() - t0}, info=info, lines=page.geometry)
+                                  timings={"decode_s": time.perf_counter() - t0}, info=info, lines=page.geometry,
+                                  confidence=sure)
             reason = textlayer.unusable(text) or "the text layer has no lines"
         except DecodeError as exc:
             reason = str(exc)

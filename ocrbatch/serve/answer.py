@@ -23,7 +23,7 @@ from .limits import Ticket
 from .upload import Upload
 
 if TYPE_CHECKING:
-    from .app import ServerState
+    from .state import ServerState
 
 ROUTE = "/v1/convert"
 
@@ -33,7 +33,7 @@ def page_entry(page: int, result: PageResult, lines: dict[str, Any] | None = Non
     the PDF dpi) adds its page JSON (pagejson.py)."""
     entry = {"page": page, "status": result.status.value, "markdown": result.markdown,
              "error": result.message, "timings": {k: round(v, 4) for k, v in result.timings.items()},
-             "confidence": result.info.get("confidence")}
+             "confidence": result.confidence.as_dict() if result.confidence is not None else None}
     if lines is not None and result.ref is not None and result.status in (Status.OK, Status.TRUNCATED):
         from ..pagejson import page_json
 

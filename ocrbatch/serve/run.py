@@ -31,11 +31,12 @@ from typing import Any, Callable
 import uvicorn
 
 from ..errors import EngineLoadError, OcrbatchError, StalledError, UsageError, error_line
-from .app import ServerState, create_app
+from .app import create_app
 from .config import ServeConfig
 from .guard import ConnectionGuard, connection_limit, guarded, raise_open_file_limit
 from .limits import PageSlots
 from .metrics import ServerMetrics
+from .state import ServerState
 
 log = logging.getLogger("ocrbatch")
 BACKSTOP_S = 5.0  # after --drain-s, how long uvicorn waits for the app to end its requests before cancelling

@@ -125,7 +125,7 @@ class Reporter:
         self._finished = True
         snap = self._snapshot() if self._snapshot is not None else None
         if self.mode == "plain" and snap is not None:
-            review = {"review": str(len(summary.review))} if getattr(summary, "review_below", None) is not None else {}
+            review = {"review": str(len(summary.review))} if summary.review_below is not None else {}
             self._emit("finished", {**plain.figures(snap, final=True), **review,
                                     "exit_code": str(int(summary.exit_code))})
         if self.metrics is not None:

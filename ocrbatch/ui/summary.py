@@ -31,7 +31,7 @@ def summary_table(summary: Summary) -> Table:
     table.add_row("pages", Text.assemble(f"{summary.pages_total}{files}: ", Text(", ").join(parts)))
     if summary.missing_inputs:
         table.add_row("missing", Text(f"{len(summary.missing_inputs)} input(s) not found", style="red"))
-    below, review = getattr(summary, "review_below", None), getattr(summary, "review", [])
+    below, review = summary.review_below, summary.review
     if below is not None:
         lowest = f" (lowest: {review[0]['source']} page {review[0]['page']}, {review[0]['score']:.3f})" \
             if review else ""

@@ -7,6 +7,7 @@ import threading
 import time
 from typing import Sequence
 
+from ocrbatch.confidence import Confidence
 from ocrbatch.engines.base import Capabilities, Engine
 from ocrbatch.engines.fake import FakeEngine
 from ocrbatch.errors import EngineLoadError
@@ -253,3 +254,13 @@ class GateEngine(FakeEngine):
         while gate and os.path.exists(gate):
             time.sleep(0.01)
         return super().infer(pages)
+
+
+class TypedConfidence(FakeEngine):
+    """Says how sure it was only through the typed PageOutput.confidence (no `info` copy)."""
+
+    name = "typed-confidence"
+    SURE = Confidence("recognizer", 0.5, lines=1, mean=0.5, low_lines=1)
+
+    def infer(self, pages: Sequence[PageImage]) -> list[PageOutput | Exception]:
+        return [dataclasses.replace(o, confidence=self.SURE) for o in super().infer(pages)]

@@ -132,6 +132,11 @@ CONVERT = [
              "            self.suspects.extend(sent.refs)\n", "            pass\n",
              (_Y + "test_a_page_that_kills_its_worker_fails_and_the_run_goes_on",),
              "the pages an actor held when a page killed it are lost instead of rerun one at a time"),
+    Mutation("ray-actor-starts-cold", "ocrbatch/pipeline/remote.py",
+             "            self.front.warm()\n", "            pass\n",
+             (_Y + "test_an_actor_warms_its_engine_before_its_pages_count_against_the_stall_timeout",),
+             "a fresh actor's one-time start (imports, the processor) counts against --stall-timeout: a loaded "
+             "machine fails every page as stalled"),
     Mutation("ray-options-unchecked", "ocrbatch/config.py",
              "        if self.ray:  # the rows whose values --ray refuses", "        if False:  #",
              ("tests/test_options.py::test_every_option_works_the_same_under_ray_or_is_refused_there_with_exit_2",

@@ -96,6 +96,23 @@ def test_a_page_that_kills_its_worker_fails_and_the_run_goes_on(cluster, docs, t
     assert summary.counts["ok"] == 5 and summary.exit_code == 3
 
 
+@pytest.mark.parametrize("fault_engine", [engines.SlowStart], indirect=True)
+def test_an_actor_warms_its_engine_before_its_pages_count_against_the_stall_timeout(cluster, tmp_path,
+                                                                                     fault_engine):
+    """A fresh actor's one-time start (DeepSeek-OCR-2: importing transformers, its processor) took longer than
+    --stall-timeout on a loaded machine, and the driver failed every page as stalled: the actor does it as it
+    starts, before the driver sends pages."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for i in range(3):
+        draw_page(f"Page {i}", (500, 400)).save(folder / f"p{i}.png")
+    stall_s = engines.SlowStart.start_s / 2
+    summary = run(RunConfig(inputs=(str(folder),), output=tmp_path / "out", engine=fault_engine, ray="auto",
+                            ray_workers=1, stall_timeout=stall_s))
+    assert summary.exit_code == 0 and summary.counts["ok"] == 3, summary.counts
+    assert all(r["status"] == "ok" for r in manifest(tmp_path / "out"))
+
+
 def test_workers_leave_text_layer_furniture_out_unless_kept(cluster, tmp_path):
     from test_layout_textlayer import report_with_furniture
 

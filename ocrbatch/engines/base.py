@@ -178,6 +178,11 @@ class Front(abc.ABC):
         held."""
         return page
 
+    def warm(self) -> None:
+        """Do now the one-time work the first `prepare` would do (imports, the processor), before pages are taken:
+        a Ray actor warms its front as it starts, so its cold start is not counted against --stall-timeout. May
+        raise what `prepare` would; the caller leaves that to the first page."""
+
     def abort(self) -> None:
         """Work is stopping early: wake any thread blocked in `prepare` (it raises)."""
 

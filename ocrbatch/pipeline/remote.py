@@ -139,6 +139,12 @@ class DeviceHost:
         device = "cuda:0" if ray.get_gpu_ids() else "cpu"  # Ray shows an actor the GPU it was given as cuda:0
         self.service = Service(dataclasses.replace(config, engine_options=options, devices=device, ray=None))
         self.front, self.lanes = self.service.front, self.service.lanes
+        # The first prepare's one-time work (a fresh process: imports, the processor) done now, while the driver
+        # waits for its actors to start: once it sends pages, their time counts against --stall-timeout.
+        try:
+            self.front.warm()
+        except Exception as exc:  # noqa: BLE001 - the first page's prepare meets it again and says so
+            log.debug("warming the engine's front: %s", error_line(exc))
         self.settings, self.options = settings, options
         self.pdfs = PdfCache(config.workers + 1)
         self.decoders = DecodePool(config.workers, name="ray-decode")

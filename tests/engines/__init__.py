@@ -264,3 +264,26 @@ class TypedConfidence(FakeEngine):
 
     def infer(self, pages: Sequence[PageImage]) -> list[PageOutput | Exception]:
         return [dataclasses.replace(o, confidence=self.SURE) for o in super().infer(pages)]
+
+
+class SlowStart(FakeEngine):
+    """A front whose first prepare does slow one-time work (as DeepSeek-OCR-2's imports transformers and loads its
+    processor: tens of seconds in a fresh process on a loaded machine); `warm` does it ahead."""
+
+    name = "slow-start"
+    start_s = 4.0
+
+    def __init__(self, options) -> None:
+        super().__init__(options)
+        self._warm_lock = threading.Lock()
+        self._warm = False
+
+    def warm(self) -> None:
+        with self._warm_lock:
+            if not self._warm:
+                time.sleep(self.start_s)
+                self._warm = True
+
+    def prepare(self, page: PageImage) -> PageImage:
+        self.warm()
+        return super().prepare(page)

@@ -195,6 +195,11 @@ class DeepseekOcr2Engine(Engine):
         prepared = prep.prepare(rgb(page.image))
         return dataclasses.replace(page, prepared=prepared, held_s=prep.pool.waited_s() - waited)
 
+    def warm(self) -> None:
+        """torch and transformers imported, the checkpoint checked, the processor loaded (the first prepare's
+        work: tens of seconds in a fresh process on a loaded machine)."""
+        self._preprocessor()
+
     def stage(self, pages: Sequence[PageImage]) -> None:
         """Start copying the prepared pages' tiles into this device's buffers (on CUDA: a side stream)."""
         from .inputs import stage

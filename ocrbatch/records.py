@@ -42,16 +42,15 @@ NAME_MAX = 255  # bytes in one file name, on most file systems (pipeline/run.py 
 HASH_CHARS = 12  # hex digits of the hash that ends a shortened name
 
 
-def fit_key(key: PurePosixPath, multipage: bool, name_max: int = NAME_MAX) -> PurePosixPath:
-    """`key` itself, or, when a file it names would be over `name_max` bytes, its last part cut short and ended
-    with `~` and a hash of the whole key (the same key always gives the same name). A multi-page document's
-    key names a folder and, with --join, its joined KEY.md: room is kept for the .md either way."""
-    ext = b".md"
-    raw = os.fsencode(key.name)
-    if len(raw) + len(ext) <= name_max:
-        return key
-    tag = "~" + hashlib.sha256(os.fsencode(key.as_posix())).hexdigest()[:HASH_CHARS]
-    cut = raw[:max(1, name_max - len(ext) - len(tag))]
+def fit_name(name: str, suffix_bytes: int = 0, name_max: int = NAME_MAX, *, hashed: str | None = None) -> str:
+    """`name` itself, or, when it and a suffix of `suffix_bytes` would be over `name_max` bytes, cut short and
+    ended with `~` and a hash of `hashed` (default: the name itself), so the same input always gives the same
+    result."""
+    raw = os.fsencode(name)
+    if len(raw) + suffix_bytes <= name_max:
+        return name
+    tag = "~" + hashlib.sha256(os.fsencode(name if hashed is None else hashed)).hexdigest()[:HASH_CHARS]
+    cut = raw[:max(1, name_max - suffix_bytes - len(tag))]
     for end in range(len(cut), max(0, len(cut) - 4), -1):  # end on a whole character, if the name is UTF-8
         try:
             cut[:end].decode("utf-8")
@@ -59,7 +58,15 @@ def fit_key(key: PurePosixPath, multipage: bool, name_max: int = NAME_MAX) -> Pu
             continue
         cut = cut[:end]
         break
-    return key.with_name(os.fsdecode(cut) + tag)
+    return os.fsdecode(cut) + tag
+
+
+def fit_key(key: PurePosixPath, multipage: bool, name_max: int = NAME_MAX) -> PurePosixPath:
+    """`key` itself, or, when a file it names would be over `name_max` bytes, its last part cut short and ended
+    with `~` and a hash of the whole key (the same key always gives the same name). A multi-page document's
+    key names a folder and, with --join, its joined KEY.md: room is kept for the .md either way."""
+    fitted = fit_name(key.name, len(b".md"), name_max, hashed=key.as_posix())
+    return key if fitted == key.name else key.with_name(fitted)
 
 
 @dataclass(frozen=True)

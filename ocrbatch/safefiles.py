@@ -8,7 +8,6 @@ is opened, and read within bounds.
                                     and what it turns out to be is checked again on the descriptor
     read_text(path, what, limit)    a small file's text (None: nothing there); over `limit` bytes: UsageError
     lines(fh, limit)                a binary file's lines; one over `limit` bytes comes as None, skipped whole
-    fit_name(name, suffix)          a file name cut to the file system's limit with a hash, as page names are
 
 A FIFO would block the run forever (a SIGTERM included), a character device such as /dev/zero or /dev/full
 would be read without end, and a device replaced by a rename would be gone (as root, /dev/null): each is one
@@ -18,7 +17,6 @@ line and exit 2 instead (UsageError), naming the path and what it is.
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
 import stat
 from pathlib import Path
@@ -26,8 +24,6 @@ from typing import BinaryIO, Iterator
 
 from .errors import UsageError
 
-NAME_MAX = 255  # bytes in one file name, on most file systems
-HASH_CHARS = 12  # hex digits of the hash that ends a shortened name
 _KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
           (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
 
@@ -122,21 +118,3 @@ def lines(fh: BinaryIO, limit: int) -> Iterator[bytes | None]:
             yield None
             continue
         yield line.rstrip(b"\r\n")
-
-
-def fit_name(name: str, suffix_bytes: int = 0, name_max: int = NAME_MAX) -> str:
-    """`name` itself, or, when it and a suffix of `suffix_bytes` would be over `name_max` bytes, cut short and
-    ended with `~` and a hash of the whole name (the same name always gives the same result)."""
-    raw = os.fsencode(name)
-    if len(raw) + suffix_bytes <= name_max:
-        return name
-    tag = "~" + hashlib.sha256(raw).hexdigest()[:HASH_CHARS]
-    cut = raw[:max(1, name_max - suffix_bytes - len(tag))]
-    for end in range(len(cut), max(0, len(cut) - 4), -1):  # end on a whole character, if the name is UTF-8
-        try:
-            cut[:end].decode("utf-8")
-        except UnicodeDecodeError:
-            continue
-        cut = cut[:end]
-        break
-    return os.fsdecode(cut) + tag

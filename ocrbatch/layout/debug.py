@@ -47,7 +47,7 @@ def write_debug(folder: str | Path, ref: Any, page: PageLayout, image: Any | Non
 def debug_name(ref: Any) -> str:
     """NAME of a page's pictures: its file's name and the page number (scan.pdf-page-0002), shortened with a
     hash when NAME.png would be over the file system's limit."""
-    from ..safefiles import fit_name
+    from ..records import fit_name
 
     source = getattr(getattr(ref, "source", None), "path", None)
     label = f"{Path(source).name}-page-{ref.page:04d}" if source is not None else getattr(ref, "label", None)

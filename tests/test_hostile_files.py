@@ -75,11 +75,12 @@ def test_a_manifest_that_is_not_a_regular_file_is_refused_unopened(docs, tmp_pat
     one_error_line(p, "the manifest", "not a regular file")
 
 
-def test_a_lock_file_that_is_a_fifo_is_refused_unopened(docs, tmp_path):
+@pytest.mark.parametrize("part", [[], ["--shard", "1/2"]], ids=["whole run", "a --shard part's shared hold"])
+def test_a_lock_file_that_is_a_fifo_is_refused_unopened(docs, tmp_path, part):
     out = tmp_path / "out"
     out.mkdir()
     os.mkfifo(out / ".ocrbatch.lock")
-    p = cli("convert", str(docs), "-o", str(out), "--engine", "fake")
+    p = cli("convert", str(docs), "-o", str(out), "--engine", "fake", *part)
     assert p.returncode == 2
     one_error_line(p, "the lock file", "named pipe")
 

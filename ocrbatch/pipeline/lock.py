@@ -185,7 +185,7 @@ def _hold_shared(path: Path, out_dir: Path) -> int | None:
         return None
     for _ in range(ATTEMPTS):
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, atomic.file_mode())
+            fd = safefiles.open_file(path, os.O_RDWR | os.O_CREAT, "the lock file", atomic.file_mode())
         except OSError as exc:
             raise OutputWriteError(f"cannot create {path}: {exc.strerror or exc}") from exc
         try:

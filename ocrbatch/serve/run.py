@@ -86,7 +86,7 @@ def serve(converter_options: dict[str, Any], config: ServeConfig, *, verbose: in
     except BaseException:
         conv.close(wait=False)
         raise
-    conv_stall_timeout = float(converter_options.get("stall_timeout") or 0)
+    conv_stall_timeout = conv.config.stall_timeout
     slots = PageSlots(config.max_queue)
     guard = ConnectionGuard(limit, config.header_timeout_s)
     sampler = ResourceSampler(interval=5.0)
@@ -149,7 +149,7 @@ def serve(converter_options: dict[str, Any], config: ServeConfig, *, verbose: in
     def announce(host: str, port: int) -> None:
         if not quiet:
             sys.stderr.write(f"ocrbatch: serving on http://{host}:{port} (engine {conv.engine}, "
-                             f"max batch {converter_options['max_batch']}, max queue {config.max_queue} "
+                             f"max batch {_cap_text(conv.config.max_batch)}, max queue {config.max_queue} "
                              f"pages, max connections {limit}{', token required' if config.token else ''})\n")
             sys.stderr.flush()
 
@@ -172,6 +172,11 @@ def serve(converter_options: dict[str, Any], config: ServeConfig, *, verbose: in
         raise UsageError(f"cannot listen on {config.host}:{config.port} (in use, or not an address of this "
                          "machine)")
     return 0
+
+
+def _cap_text(cap: int) -> str:
+    """--max-batch as given: auto, or the number (config.BatchCap)."""
+    return "auto" if getattr(cap, "auto", False) else str(int(cap))
 
 
 def _in_daemon_thread(fn: Callable[[], None], name: str) -> asyncio.Future:

@@ -1,21 +1,28 @@
 """The options and the run's configuration.
 
-`OPTIONS` is the one table of options, a row each: name, kind, default, help, scope, the values allowed. From it
-come the `convert` and `serve` flags (cli.py), the OCRBATCH_* variables, the `Converter`'s keywords and their
-checks (converter.py), and the docs' Options page and man page (scripts/reference.py makes them). A row's
-scope says where it goes:
+`OPTIONS` is the one table of options, a row each: name, kind, default, help, scope, the values allowed, and the
+typed config whose field it fills. From it come the `convert` and `serve` flags (cli.py), the OCRBATCH_*
+variables, the `Converter`'s keywords and their checks (converter.py), the fields of the typed configs, and the
+docs' Options page and man page (scripts/reference.py makes them). A row's scope says where it is given:
 
     run     a flag of `ocrbatch convert` (one run: its inputs, output and reporting)
     serve   a flag of `ocrbatch serve`
-    engine  a keyword of `ocrbatch.Converter`: the engine side, kept across runs (a field of EngineOptions when
-            it has one of that name, which the engine reads; else of RunConfig / ServiceConfig)
+    engine  a keyword of `ocrbatch.Converter`: the engine side, kept across runs
+
+and its `to` where its value goes: a field (named as the row, or `attr`) of EngineOptions (what the engine
+reads), RunConfig (a run; ServiceConfig, the engine side a Converter keeps, is RunConfig's fields of the same
+names), ServeConfig (serve/config.py) or Report (how a command reports). `typed_config` gives each of these a
+field for every row that names it (unless declared by hand, to document it); `configure` fills them from the
+values, each checked and parsed by its row, once (`Option.parse`: --pages → PageSelection, --max-batch →
+BatchCap). A field no row fills is marked `by_code`: the code sets it.
 
 Every option with a flag also reads OCRBATCH_<NAME> (a flag given wins); a value refused names where it came
 from: `--dpi 20: ...`, `OCRBATCH_DPI='abc': ...`. A switch has its opposite flag (`--no-quiet`; `--progress`
 for `--no-progress`), so that a flag can undo a variable.
 
-Adding an engine option is one row (scope ENGINE_FLAG) and its field in EngineOptions, which the engine reads.
-The configuration objects built from the values are frozen, typed and validated once.
+Adding an option is its row and the code that reads its field (config.engine_options.NAME for an engine's,
+config.NAME for a run's, report.NAME for the terminal's); nothing is copied by hand. The configs are frozen,
+typed and validated.
 """
 
 from __future__ import annotations
@@ -171,7 +178,7 @@ _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 class Option:
     """One row of OPTIONS."""
 
-    name: str  # the Converter keyword and config field; the flag is --name-with-dashes, the variable OCRBATCH_NAME
+    name: str  # the Converter keyword (and the field, unless `attr`); the flag --name-with-dashes, OCRBATCH_NAME
     kind: str  # one of KINDS
     default: Any
     help: str
@@ -330,21 +337,25 @@ OPTIONS: tuple[Option, ...] = (
            "(describes pages) or fake-timed (load tests).", ENGINE_FLAG, short=("-e",), to=RUN_CONFIG),
     Option("model", "text", None, "deepseek-ocr2 weights: a local folder or a Hugging Face id.", ENGINE_FLAG,
            short=("-m",), to=ENGINE_OPTIONS),
-    Option("dtype", "text", "auto", "auto, bfloat16, float16 or float32 (deepseek-ocr2).", ENGINE_FLAG, to=ENGINE_OPTIONS),
+    Option("dtype", "text", "auto", "auto, bfloat16, float16 or float32 (deepseek-ocr2).", ENGINE_FLAG,
+           to=ENGINE_OPTIONS),
     Option("prompt", "text", "markdown", "markdown, free, or your own text containing <image> (deepseek-ocr2).",
            ENGINE_FLAG, to=ENGINE_OPTIONS),
-    Option("max_new_tokens", "int", 8192, "Most tokens per page (deepseek-ocr2).", ENGINE_FLAG, least=1, to=ENGINE_OPTIONS),
+    Option("max_new_tokens", "int", 8192, "Most tokens per page (deepseek-ocr2).", ENGINE_FLAG, least=1,
+           to=ENGINE_OPTIONS),
     Option("threads", "int", None, "CPU threads for the engine (rapidocr: default the CPUs available, up to 8; "
            "with --ray, the CPUs each worker takes, default 2).", ENGINE_FLAG, least=1, to=ENGINE_OPTIONS),
     Option("model_size", "text", "auto", "rapidocr: auto (the tiny recognizer reads every line, the small one "
            "again those it is unsure of: small's accuracy, faster), small (PP-OCRv6 small models throughout) or tiny "
-           "(tiny detector too: fastest, fewer words read right).", ENGINE_FLAG, choices=("auto", "tiny", "small"), to=ENGINE_OPTIONS),
+           "(tiny detector too: fastest, fewer words read right).", ENGINE_FLAG, choices=("auto", "tiny", "small"),
+           to=ENGINE_OPTIONS),
     Option("reread_below", "float", 0.98, "rapidocr --model-size auto or tiny: a line the tiny recognizer scores "
            "under this (0-1) is read again with the small one, and the better reading kept (0: none, 1: every "
            "line).", ENGINE_FLAG, metavar="SCORE", least=0.0, most=1.0, to=ENGINE_OPTIONS),
     Option("int8", "switch", False, "rapidocr: read lines with static int8 copies of the recognizers, built from the "
            "wheel's models at first use (needs the onnx package; cached under ~/.cache/ocrbatch/int8). Opt-in: "
-           "faster on CPUs with VNNI, but reads fewer words right (ocrbatch doctor says which runs).", ENGINE_FLAG, to=ENGINE_OPTIONS),
+           "faster on CPUs with VNNI, but reads fewer words right (ocrbatch doctor says which runs).", ENGINE_FLAG,
+           to=ENGINE_OPTIONS),
     Option("keep_furniture", "switch", False, "Keep running heads and feet, page numbers and margin stamps (left "
            "out by default; rapidocr and PDF text layers).", ENGINE_FLAG, to=ENGINE_OPTIONS),
     Option("debug_layout", "path", None, "Write a picture of each page's layout here: its blocks, their kinds and "
@@ -354,22 +365,28 @@ OPTIONS: tuple[Option, ...] = (
            "one worker per device.", ENGINE_FLAG, under_ray=_ray_devices_problem, to=RUN_CONFIG),
     Option("dpi", "int", 150, "Resolution for rendering PDF pages.", ENGINE_FLAG, least=36, most=1200, to=RUN_CONFIG),
     Option("text_layer", "text", "auto", "PDF pages with a real text layer: auto (use it, OCR the rest), off (OCR "
-           "every page) or only (never OCR; other pages fail).", ENGINE_FLAG, choices=("auto", "off", "only"), to=RUN_CONFIG),
+           "every page) or only (never OCR; other pages fail).", ENGINE_FLAG, choices=("auto", "off", "only"),
+           to=RUN_CONFIG),
     Option("ray", "text", None, "Convert on a Ray cluster: auto (the cluster this machine is part of), local (a "
-           "Ray instance just for this run) or the head's address.", frozenset({RUN, ENGINE}), metavar="ADDRESS", to=RUN_CONFIG),
+           "Ray instance just for this run) or the head's address.", frozenset({RUN, ENGINE}), metavar="ADDRESS",
+           to=RUN_CONFIG),
     Option("ray_workers", "int", None, "Engine workers on the Ray cluster (default: one per GPU, or one per 2 CPUs "
            "for a CPU engine).", frozenset({RUN, ENGINE}), least=1, to=RUN_CONFIG),
     Option("max_batch", "batch", "auto", f"Pages one device runs at once: a number, or auto (from "
            f"{MAX_BATCH_START}, grown while pages/s gains and memory allows; CPU engines keep {MAX_BATCH_START}).",
            ENGINE_FLAG, least=1, to=RUN_CONFIG, parse=BatchCap.parse),
     Option("schedule", "text", "continuous", "deepseek-ocr2: continuous (pages leave and join the running batch "
-           "between decoding steps) or static (whole batches).", ENGINE_FLAG, choices=("continuous", "static"), to=ENGINE_OPTIONS),
+           "between decoding steps) or static (whole batches).", ENGINE_FLAG, choices=("continuous", "static"),
+           to=ENGINE_OPTIONS),
     Option("quantize", "text", "none", "deepseek-ocr2 weights: none, int8 or nf4 (4-bit), through bitsandbytes.",
            ENGINE_FLAG, choices=("none", "int8", "nf4"), to=ENGINE_OPTIONS),
     Option("backend", "text", "transformers", "deepseek-ocr2's runtime: transformers, or vllm (vLLM's engine and "
-           "scheduler; pip install 'ocrbatch[vllm]').", ENGINE_FLAG, choices=("transformers", "vllm"), to=ENGINE_OPTIONS),
-    Option("max_wait_ms", "int", 200, "Longest a page waits for its batch to fill.", ENGINE_FLAG, least=0, to=RUN_CONFIG),
-    Option("workers", "int", None, "Decode threads (default: up to 4).", ENGINE_FLAG, short=("-j",), least=1, to=RUN_CONFIG),
+           "scheduler; pip install 'ocrbatch[vllm]').", ENGINE_FLAG, choices=("transformers", "vllm"),
+           to=ENGINE_OPTIONS),
+    Option("max_wait_ms", "int", 200, "Longest a page waits for its batch to fill.", ENGINE_FLAG, least=0,
+           to=RUN_CONFIG),
+    Option("workers", "int", None, "Decode threads (default: up to 4).", ENGINE_FLAG, short=("-j",), least=1,
+           to=RUN_CONFIG),
     Option("max_pixels", "int", 200_000_000, "Largest image frame to read, in pixels (default 200 MP); a larger "
            "one fails as a page instead of taking gigabytes.", ENGINE_FLAG, least=1_000_000, to=RUN_CONFIG),
     Option("stall_timeout", "float", 1800.0, "Seconds pages may be in flight with none finished (a stuck engine) "
@@ -378,7 +395,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("starve_ms", "int", 5000, "The longest a bulk page waits while interactive pages keep coming.",
            frozenset({ENGINE}), least=0, to=RUN_CONFIG),
     # -- a run -------------------------------------------------------------------------------------------
-    Option("pages", "text", None, "Pages to convert, e.g. 1-3,7,10- .", frozenset({RUN}), check=_pages_problem, to=RUN_CONFIG, parse=PageSelection.parse),
+    Option("pages", "text", None, "Pages to convert, e.g. 1-3,7,10- .", frozenset({RUN}), check=_pages_problem,
+           to=RUN_CONFIG, parse=PageSelection.parse),
     Option("shard", "text", None, "Convert only part I of N of the inputs (e.g. 1/3), for N machines sharing one "
            "input and one output folder without Ray: a hash of each file's path relative to its input root picks "
            "its part; each part has its own lock and manifest (manifest.shard-I-of-N.jsonl; `ocrbatch "
@@ -397,7 +415,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("metrics_file", "path", None, "Keep Prometheus metrics here (node_exporter textfile format).",
            frozenset({RUN}), metavar="PATH", to=REPORT),
     Option("format", "text", "md", "md, or md,json: also a NAME.json beside each page's Markdown (its lines, boxes, "
-           "scores, reading order; schema in ocrbatch/pagejson.py).", frozenset({RUN}), check=_formats_problem, to=RUN_CONFIG, attr="formats", parse=parse_formats),
+           "scores, reading order; schema in ocrbatch/pagejson.py).", frozenset({RUN}), check=_formats_problem,
+           to=RUN_CONFIG, attr="formats", parse=parse_formats),
     Option("join", "switch", False, "Also write one OUT/.../NAME.md per multi-page document, its pages joined with "
            "<!-- page N --> separators.", frozenset({RUN}), to=RUN_CONFIG),
     Option("review_below", "float", None, "List the pages whose confidence score is under SCORE (0-1) in the "
@@ -405,7 +424,8 @@ OPTIONS: tuple[Option, ...] = (
            check=lambda v: None if 0 < v <= 1 else "give a confidence between 0 and 1, e.g. 0.9", to=RUN_CONFIG),
     # -- the server --------------------------------------------------------------------------------------
     Option("host", "text", "127.0.0.1", "Address to listen on (0.0.0.0: every interface).", frozenset({SERVE}),
-           check=lambda v: None if v.strip() else "is empty: give an address (0.0.0.0 for every interface)", to=SERVE_CONFIG),
+           check=lambda v: None if v.strip() else "is empty: give an address (0.0.0.0 for every interface)",
+           to=SERVE_CONFIG),
     Option("port", "int", 8000, "Port to listen on (0: any free one, printed).", frozenset({SERVE}), short=("-p",),
            least=0, most=65535, to=SERVE_CONFIG),
     Option("max_upload_mb", "float", 50.0, "Larger uploads are refused (413).", frozenset({SERVE}),
@@ -424,7 +444,8 @@ OPTIONS: tuple[Option, ...] = (
            check=lambda v: None if v > 0 else "must be positive", to=SERVE_CONFIG),
     Option("body_timeout_s", "float", 30.0, "The longest pause inside an upload's body, and the time a whole body may "
            "take beyond its bytes at 10 KB/s; then 408.",
-           frozenset({SERVE}), metavar="SECONDS", check=lambda v: None if v > 0 else "must be positive", to=SERVE_CONFIG),
+           frozenset({SERVE}), metavar="SECONDS", check=lambda v: None if v > 0 else "must be positive",
+           to=SERVE_CONFIG),
     # -- both commands -----------------------------------------------------------------------------------
     Option("quiet", "switch", False, "Print only errors.", frozenset({RUN, SERVE}), short=("-q",), to=REPORT),
     Option("verbose", "count", 0, "More detail, tracebacks on errors (serve: server logs; -vv every request).",
@@ -440,8 +461,9 @@ def options(scope: str) -> list[Option]:
 
 def settle(scope: str, given: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Every option of `scope`: its value in `given` (flags given, or keywords) if there, else its OCRBATCH_*
-    variable's in `environ`, else its default. Each checked; UsageError for an unknown name or a value refused,
-    naming where it came from (the flag for `given`, the variable for `environ`)."""
+    variable's in `environ`, else its default. Each checked and parsed by its row (the value its field holds:
+    Option.checked); UsageError for an unknown name or a value refused, naming where it came from (the flag for
+    `given`, the variable for `environ`)."""
     rows = options(scope)
     unknown = set(given) - {o.name for o in rows}
     if unknown:

@@ -49,7 +49,8 @@ def _sample(o: config.Option, other: bool = False):
     if o.kind == "path":
         text = "/tmp/other" if other else "/tmp/one"
         return text, Path(text)
-    text = {"pages": "2-3,7" if other else "1-4", "engine": "fake-timed" if other else "fake", "format": "md" if other else "md,json",
+    text = {"pages": "2-3,7" if other else "1-4", "engine": "fake-timed" if other else "fake",
+            "format": "md" if other else "md,json",
             "shard": "2/3" if other else "1/3"}.get(
         o.name, "other" if other else "one")
     return text, text

@@ -517,16 +517,31 @@ def typed_config(cls: type) -> type:
     to the row's default. A new option is its row and the code that reads the field: nothing to copy by hand."""
     name = cls.__name__
     assert name in CONFIG_NAMES, name
+    made = _with_fields(cls, [o for o in OPTIONS if o.to == name])
+    CONFIGS[name] = made
+    return made
+
+
+def _with_fields(cls: type, rows: Iterable[Option]) -> type:
+    """`cls` as a frozen dataclass with a field for each of `rows` it does not declare."""
     notes = dict(cls.__dict__.get("__annotations__", {}))
-    for o in OPTIONS:
-        if o.to == name and o.field not in notes:
+    for o in rows:
+        if o.field not in notes:
             kind = "Any" if o.parse is not None else _FIELD_TYPES[o.kind]
             notes[o.field] = kind if o.default is not None else f"{kind} | None"
             setattr(cls, o.field, o.initial)
     cls.__annotations__ = notes
-    made = dataclass(frozen=True)(cls)
-    CONFIGS[name] = made
-    return made
+    return dataclass(frozen=True)(cls)
+
+
+def rows_as_fields(select: Callable[[Option], bool]) -> Callable[[type], type]:
+    """A class decorator: `cls` a frozen dataclass with a field for each row `select` picks (_with_fields)."""
+    return lambda cls: _with_fields(cls, filter(select, OPTIONS))
+
+
+def engine_side(o: Option) -> bool:
+    """A row of RunConfig's that is the engine's side (a Converter's keyword, kept across runs): ServiceConfig's."""
+    return o.to == RUN_CONFIG and ENGINE in o.scope
 
 
 def row_of(config: type, name: str) -> Option | None:
@@ -630,10 +645,11 @@ def default_workers() -> int:
     return min(4, available_cpus())
 
 
-@dataclass(frozen=True)
+@rows_as_fields(engine_side)
 class ServiceConfig:
-    """The engine side of a run, kept by a Converter across runs (pipeline/service.py): RunConfig's fields of
-    the same names (RunConfig.service copies them), so no row names it."""
+    """The engine side of a run, kept by a Converter across runs (pipeline/service.py): the engine's options and
+    RunConfig's fields of the engine side (the rows to RUN_CONFIG whose scope has ENGINE: engine_side), of the
+    same names: RunConfig.service copies them. A row added there is a field here too (_with_fields)."""
 
     engine: str = _default("engine")
     engine_options: EngineOptions = field(default_factory=EngineOptions)
@@ -657,6 +673,7 @@ class ServiceConfig:
     @property
     def starve_s(self) -> float:
         return self.starve_ms / 1000.0
+
 
 
 @typed_config

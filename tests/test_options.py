@@ -284,9 +284,9 @@ def test_every_row_fills_exactly_one_field_of_a_typed_config_and_every_other_fie
             if row is None or f.default is config.MISSING or (name, f.name) == ("RunConfig", "max_batch"):
                 continue  # RunConfig made directly (tests, benchmarks): a fixed cap of 8; the table's is auto
             assert f.default == row.initial, f"{name}.{f.name}: default {f.default!r}, its row's {row.initial!r}"
-    # the engine side a Converter keeps is RunConfig's fields of the same names, copied by name
-    run = {f.name for f in config.fields(config.RunConfig)}
-    assert {f.name for f in config.fields(config.ServiceConfig)} <= run
+    # the engine side a Converter keeps: its engine's options and RunConfig's engine-side fields, copied by name
+    assert {f.name for f in config.fields(config.ServiceConfig)} == \
+        {"engine_options"} | {o.field for o in OPTIONS if o.to == config.RUN_CONFIG and config.ENGINE in o.scope}
     built = config.RunConfig.build(("x",), "out", max_batch="auto", starve_ms=70, stall_timeout=9.0, workers=3)
     service = built.service
     assert (service.max_batch, service.max_batch_auto, service.starve_s, service.stall_timeout, service.workers) \

@@ -487,6 +487,13 @@ def env_values(scope: str, environ: Mapping[str, str], skip: Iterable[str] = ())
             if o.name not in skip and environ.get(o.env, "") != ""}
 
 
+def check(values: Mapping[str, Any]) -> None:
+    """UsageError, naming the flag, for the first value refused (names without a row are not checked)."""
+    for name, value in values.items():
+        if name in OPTION:
+            OPTION[name].checked(value)
+
+
 def options_help(scope: str) -> str:
     """The options of `scope`, a line each: name=default (OCRBATCH_NAME): help (for docstrings)."""
     return "\n".join(f"- {o.name}={o.default!r} ({o.env}): {o.help}" for o in options(scope))

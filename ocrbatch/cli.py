@@ -1,7 +1,9 @@
 """The command line: options → a Converter → convert(); errors → exit codes. No logic lives here.
 
 The `convert` and `serve` options are made from one table (config.OPTIONS): each has its flag and its
-OCRBATCH_* variable; a flag given wins."""
+OCRBATCH_* variable; a flag given wins. Their values, parsed by their rows (config.settle), go to the typed
+configs by name: the Converter's keywords, `Converter.convert`'s (config.RUN_OWN), config.Report and
+ServeConfig (config.configure)."""
 
 from __future__ import annotations
 

@@ -30,6 +30,7 @@ from typing import Any, Callable
 
 import uvicorn
 
+from ..config import BatchCap
 from ..errors import EngineLoadError, OcrbatchError, StalledError, UsageError, error_line
 from .app import create_app
 from .config import ServeConfig
@@ -149,7 +150,7 @@ def serve(converter_options: dict[str, Any], config: ServeConfig, *, verbose: in
     def announce(host: str, port: int) -> None:
         if not quiet:
             sys.stderr.write(f"ocrbatch: serving on http://{host}:{port} (engine {conv.engine}, "
-                             f"max batch {_cap_text(conv.config.max_batch)}, max queue {config.max_queue} "
+                             f"max batch {BatchCap.parse(conv.config.max_batch).text}, max queue {config.max_queue} "
                              f"pages, max connections {limit}{', token required' if config.token else ''})\n")
             sys.stderr.flush()
 
@@ -172,11 +173,6 @@ def serve(converter_options: dict[str, Any], config: ServeConfig, *, verbose: in
         raise UsageError(f"cannot listen on {config.host}:{config.port} (in use, or not an address of this "
                          "machine)")
     return 0
-
-
-def _cap_text(cap: int) -> str:
-    """--max-batch as given: auto, or the number (config.BatchCap)."""
-    return "auto" if getattr(cap, "auto", False) else str(int(cap))
 
 
 def _in_daemon_thread(fn: Callable[[], None], name: str) -> asyncio.Future:

@@ -596,7 +596,7 @@ def _configure(config: type, values: Mapping[str, Any], own: Mapping[str, Any], 
     return config(**kwargs)
 
 
-def replace(config: Any, values: Mapping[str, Any]) -> Any:
+def with_values(config: Any, values: Mapping[str, Any]) -> Any:
     """`config` with the fields `values` names (by a row's name or its field's) set, each checked and parsed by
     its row; UsageError for a name that fills none of its fields."""
     rows = {n: o for o in OPTIONS if o.to == type(config).__name__ for n in (o.name, o.field)}
@@ -753,7 +753,7 @@ class RunConfig:
         if unknown:  # the engine's side is the Converter's, kept across runs
             raise UsageError(f"unknown option(s) of a run {', '.join(sorted(unknown))}; choose from "
                              f"{', '.join(o.field for o in RUN_OWN)}")
-        return replace(dataclasses.replace(self, inputs=tuple(inputs), output=Path(output)), values)
+        return with_values(dataclasses.replace(self, inputs=tuple(inputs), output=Path(output)), values)
 
     @property
     def service(self) -> ServiceConfig:

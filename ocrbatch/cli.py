@@ -1,7 +1,9 @@
 """The command line: options → a Converter → convert(); errors → exit codes. No logic lives here.
 
 The `convert` and `serve` options are made from one table (config.OPTIONS): each has its flag and its
-OCRBATCH_* variable; a flag given wins."""
+OCRBATCH_* variable; a flag given wins. Their values, parsed by their rows (config.settle), go to the typed
+configs by name: the Converter's keywords, `Converter.convert`'s (config.RUN_OWN), config.Report and
+ServeConfig (config.configure)."""
 
 from __future__ import annotations
 
@@ -144,6 +146,11 @@ def _converter_options(options: dict[str, Any]) -> dict[str, Any]:
     return {o.name: options[o.name] for o in config.options(config.ENGINE) if o.name in options}
 
 
+def _run_options(options: dict[str, Any]) -> dict[str, Any]:
+    """Converter.convert's keywords among convert's options: a run's own (config.RUN_OWN), by their fields."""
+    return {o.field: options[o.name] for o in config.RUN_OWN}
+
+
 @app.command()
 @_with_options(config.RUN)
 def convert(inputs: list[str] = typer.Argument(..., help="Files, folders, or - to read a list of paths from stdin."),
@@ -151,21 +158,19 @@ def convert(inputs: list[str] = typer.Argument(..., help="Files, folders, or - t
     """Convert documents to Markdown: OUT/NAME.md per image, OUT/NAME/page-0001.md per PDF page.
     Every option can also be set by an OCRBATCH_* variable (OCRBATCH_ENGINE, OCRBATCH_MAX_BATCH, ...);
     a flag given wins."""
-    o = options
-    _setup_logging(o["quiet"], o["verbose"])
+    report: config.Report = config.configure(config.Report, options)
+    _setup_logging(report.quiet, report.verbose)
+    output = options["output"]
 
     def convert_all() -> ExitCode:
         from .converter import Converter
 
-        if o["output"] is None:
+        if output is None:
             raise UsageError("missing -o/--output DIR (or OCRBATCH_OUTPUT): where the Markdown files go")
-        converter = Converter(**_converter_options(o))
-        return _run_convert(converter, inputs, o["output"], pages=o["pages"], force=o["force"], null=o["null"],
-                            as_json=o["json"], quiet=o["quiet"], progress=not o["no_progress"],
-                            log_every=o["log_every"], metrics_file=o["metrics_file"], verbose=o["verbose"],
-                            formats=o["format"], join=o["join"], review_below=o["review_below"], shard=o["shard"])
+        converter = Converter(**_converter_options(options))
+        return _run_convert(converter, inputs, output, report, _run_options(options))
 
-    _exit_with(convert_all, o["verbose"], as_json=o["json"], output=o["output"])
+    _exit_with(convert_all, report.verbose, as_json=report.json, output=output)
 
 
 def _exit_with(command: Callable[[], int], verbose: int, as_json: bool = False,
@@ -203,30 +208,29 @@ def _print_error_json(code: int, error: str, output: Path | None) -> None:
         pass  # the error it would carry has been said on stderr already
 
 
-def _run_convert(converter, inputs: list[str], output: Path, **options: Any) -> ExitCode:
-    """`_convert_and_report` (its keyword-only parameters are the options) inside `running()`."""
+def _run_convert(converter, inputs: list[str], output: Path, report: config.Report,
+                 run: dict[str, Any]) -> ExitCode:
+    """`_convert_and_report` inside `running()`."""
     from .pipeline.signals import running
 
     with running():  # a second signal now stops the run at once, yet its records and summary (--json) are kept
-        return _convert_and_report(converter, inputs, output, **options)
+        return _convert_and_report(converter, inputs, output, report, run)
 
 
-def _convert_and_report(converter, inputs: list[str], output: Path, *, pages: str | None, force: bool, null: bool,
-                        as_json: bool, quiet: bool, progress: bool, log_every: float, metrics_file: Path | None,
-                        verbose: int, formats: str, join: bool, review_below: float | None,
-                        shard: str | None) -> ExitCode:
+def _convert_and_report(converter, inputs: list[str], output: Path, report: config.Report,
+                        run: dict[str, Any]) -> ExitCode:
+    """`run`: Converter.convert's keywords (a run's own options, _run_options)."""
     from .pipeline.signals import catch_stop_signals
     from .ui.reporter import stderr_is_terminal
 
+    quiet, verbose, as_json = report.quiet, report.verbose, report.json
     to_stdout = str(output) == "-"
-    follow, work = (_stdout_run(inputs, as_json, formats, join) if to_stdout else (None, output))
-    reporter = _reporter(quiet, progress, log_every, metrics_file, converter.engine, output, verbose)
+    follow, work = (_stdout_run(inputs, as_json, run["formats"], run["join"]) if to_stdout else (None, output))
+    reporter = _reporter(report, converter.engine, output)
     try:
         with converter, reporter, catch_stop_signals():  # SIGINT/TERM/HUP: stop taking pages, end with a summary
-            summary = converter.convert(inputs, work, pages=pages, force=force, null_separated=null,
-                                        stdin=sys.stdin if "-" in inputs else None, watch=reporter.watch,
-                                        formats=formats, join=join, review_below=review_below, follow=follow,
-                                        shard=shard)
+            summary = converter.convert(inputs, work, stdin=sys.stdin if "-" in inputs else None,
+                                        watch=reporter.watch, follow=follow, **run)
             if to_stdout:
                 summary.output = "-"
             reporter.finish(summary)
@@ -251,7 +255,7 @@ def _convert_and_report(converter, inputs: list[str], output: Path, *, pages: st
     return summary.exit_code
 
 
-def _stdout_run(inputs: list[str], as_json: bool, formats: str, join: bool):
+def _stdout_run(inputs: list[str], as_json: bool, formats: tuple[str, ...], join: bool):
     """`-o -`: a printer of the pages to stdout, and the private folder the run writes into."""
     import tempfile
 
@@ -265,13 +269,14 @@ def _stdout_run(inputs: list[str], as_json: bool, formats: str, join: bool):
     return StdoutPrinter(stdout_binary(), announce=several), Path(tempfile.mkdtemp(prefix="ocrbatch-stdout-"))
 
 
-def _reporter(quiet, progress, log_every, metrics_file, engine, output, verbose=0):
+def _reporter(report: config.Report, engine: str, output: Path):
     from .metrics import MetricsFile
     from .ui import Reporter
 
-    metrics = MetricsFile(metrics_file) if metrics_file is not None else None
-    return Reporter(mode=Reporter.choose_mode(quiet=quiet, progress=progress), log_every=log_every,
-                    metrics=metrics, about={"engine": engine, "output": str(output)}, verbose=bool(verbose))
+    metrics = MetricsFile(report.metrics_file) if report.metrics_file is not None else None
+    return Reporter(mode=Reporter.choose_mode(quiet=report.quiet, progress=not report.no_progress),
+                    log_every=report.log_every, metrics=metrics, about={"engine": engine, "output": str(output)},
+                    verbose=bool(report.verbose))
 
 
 @app.command("throughput")
@@ -337,24 +342,21 @@ def serve(*, options: dict[str, Any]) -> None:
     """Serve conversions over HTTP: one loaded engine; concurrent requests share its batches.
     Every option can also be set by an OCRBATCH_* variable (OCRBATCH_TOKEN, OCRBATCH_ENGINE, ...); a flag
     given wins."""
-    o = options
-    _setup_logging(o["quiet"], o["verbose"])
+    report: config.Report = config.configure(config.Report, options)
+    _setup_logging(report.quiet, report.verbose)
 
     def run_server() -> int:
         try:
             from .serve.run import serve as serve_main
         except ImportError as exc:
             raise UsageError(f"ocrbatch serve needs the serve extra: pip install 'ocrbatch[serve]' ({exc})") from exc
-        from .serve.config import ServeConfig, token_from
+        from .serve.config import ServeConfig
 
-        first, _ = config.parse_max_batch(o["max_batch"])
-        serve_config = ServeConfig(host=o["host"], port=o["port"], max_upload_mb=o["max_upload_mb"],
-                                   max_queue=o["max_queue"], token=token_from(o["token"], os.environ),
-                                   drain_s=o["drain_s"], window=2 * first, max_connections=o["max_connections"],
-                                   header_timeout_s=o["header_timeout_s"], body_timeout_s=o["body_timeout_s"])
-        return serve_main(_converter_options(o), serve_config, verbose=o["verbose"], quiet=o["quiet"])
+        # a request's pages in the queue at a time: two batches' worth (--max-batch: a BatchCap, a number)
+        serve_config = config.configure(ServeConfig, options, window=2 * options["max_batch"])
+        return serve_main(_converter_options(options), serve_config, verbose=report.verbose, quiet=report.quiet)
 
-    _exit_with(run_server, o["verbose"])
+    _exit_with(run_server, report.verbose)
 
 
 @app.command("merge-manifests")

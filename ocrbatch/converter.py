@@ -20,11 +20,11 @@ Public API (everything a server needs; names are stable):
   two `convert` calls load it once. `load()` loads it now (raises EngineLoadError); `check()` runs the
   engine's own checks now without loading it (a server's start); `loaded` says whether every device is
   ready (a server's readiness).
-- `convert(inputs, output, *, pages=None, force=False, null_separated=False, stdin=None, watch=None,
-  formats="md", join=False, review_below=None, follow=None, shard=None) -> Summary`: the CLI's run
-  (`formats="md,json"`, `join`, `review_below` and `shard` ("1/3") as --format, --join, --review-below and
-  --shard; `follow`, as pipeline/run.py says: how
-  `-o -` prints pages as they finish): the same files, manifest, resume and `summary.exit_code`; raises
+- `convert(inputs, output, *, stdin=None, watch=None, follow=None, **options) -> Summary`: the CLI's run;
+  `options` are the run's own options of the command line (the rows of config.OPTIONS to RunConfig that are not
+  the engine's: config.RUN_OWN), by their fields' names: `pages` ("1-3,7"), `force`, `null_separated`,
+  `formats` ("md,json"), `join`, `review_below`, `shard` ("1/3"); `follow`, as pipeline/run.py says: how
+  `-o -` prints pages as they finish. The same files, manifest, resume and `summary.exit_code`; raises
   NoInputsError, UsageError, EngineLoadError, OutputLockedError as the CLI would exit 4, 2, 5, 6; a run
   that a full disk stopped returns its summary with `stopped_by` set (exit code 7). Its pages go in the
   bulk lane.
@@ -54,7 +54,6 @@ infer_s, batch_size), `info`, `attachments`, `ref` (its `label`: "name page 2").
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import tempfile
 import threading
@@ -63,7 +62,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from pathlib import Path, PurePosixPath
 from typing import IO, Any, Iterable, Iterator, Mapping
 
-from .config import ENGINE, PageSelection, RunConfig, Shard, env_values, options_help, parse_formats, settle
+from .config import ENGINE, RUN_OWN, PageSelection, RunConfig, env_values, options_help, settle
 from .errors import ConverterClosedError, UsageError
 from .records import Kind, PageImage, PageRef, PageResult, Source, Status
 from .pipeline import decode, discover
@@ -79,13 +78,12 @@ class Converter:
     def __init__(self, engine: str | None = None, **options: Any) -> None:
         given = {"engine": engine, **options} if engine is not None else options
         values = settle(ENGINE, given)  # unknown names and refused values: UsageError, naming the flag
-        starve_ms = values.pop("starve_ms")
         from .engines import registry
 
         if values["engine"] not in registry.names():
             raise UsageError(f"unknown engine {values['engine']!r}; choose one of: {', '.join(registry.names())}")
         self._template = RunConfig.build(inputs=("-",), output=Path("."), **values)
-        self._service_config = dataclasses.replace(self._template.service, starve_s=starve_ms / 1000.0)
+        self._service_config = self._template.service
         self._service: Service | None = None
         self._decoders: dict[str, decode.DecodePool] = {}  # per lane
         self._lock = threading.Lock()
@@ -154,6 +152,11 @@ class Converter:
         devices.load()
 
     @property
+    def config(self) -> RunConfig:
+        """The typed configuration its options made (its inputs and output are placeholders, each `convert`'s)."""
+        return self._template
+
+    @property
     def engine(self) -> str:
         return self._template.engine
 
@@ -169,15 +172,10 @@ class Converter:
 
     # -- a run, as the CLI does it ----------------------------------------------------------------------
     def convert(self, inputs: str | os.PathLike | Iterable[str | os.PathLike], output: str | os.PathLike, *,
-                pages: str | PageSelection | None = None, force: bool = False, null_separated: bool = False,
-                stdin: IO[str] | None = None, watch: Watch | None = None, formats: str | Iterable[str] = "md",
-                join: bool = False, review_below: float | None = None, follow: Any = None,
-                shard: str | Shard | None = None) -> Summary:
-        config = dataclasses.replace(self._template, inputs=_names(inputs), output=Path(output),
-                                     pages=_selection(pages), force=force, null_separated=null_separated,
-                                     formats=parse_formats(formats if isinstance(formats, str) else tuple(formats)),
-                                     join=join, review_below=review_below,
-                                     shard=Shard.parse(shard) if isinstance(shard, str) else shard)
+                stdin: IO[str] | None = None, watch: Watch | None = None, follow: Any = None,
+                **options: Any) -> Summary:
+        """`options`: the run's own (config.RUN_OWN, by their fields' names), checked and parsed by their rows."""
+        config = self._template.rerun(_names(inputs), output, **options)
         if config.ray:  # engines live on the cluster's actors, made for each run
             return run(config, stdin=stdin, watch=watch, follow=follow)
         return run(config, stdin=stdin, watch=watch, service=self._svc, follow=follow)
@@ -409,5 +407,7 @@ def _when_all(futures: Future | list[Future], fn) -> None:
 
 
 Converter.__doc__ = "Keyword options (config.OPTIONS):\n\n" + options_help(ENGINE)
+Converter.convert.__doc__ = (Converter.convert.__doc__ or "") + "\n\n" + "\n".join(
+    f"- {o.field}={o.default!r} ({o.flag}): {o.help}" for o in RUN_OWN)
 
 __all__ = ["Converter", "PageResult", "Status", "Summary"]

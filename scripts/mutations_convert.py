@@ -10,6 +10,7 @@ _C, _R, _S = "tests/test_convert.py::", "tests/test_reliability.py::", "tests/te
 _D = "tests/test_docs.py::"
 _Y = "tests/test_ray.py::"
 _H, _V = "tests/test_hostile_files.py::", "tests/test_converter.py::"
+_O = "tests/test_options.py::"
 
 CONVERT = [
     Mutation("names-newcomer-takes-owned", "ocrbatch/pipeline/names.py",
@@ -143,6 +144,34 @@ CONVERT = [
              ("tests/test_options.py::test_every_option_works_the_same_under_ray_or_is_refused_there_with_exit_2",
               _S + "test_a_shard_is_refused_with_ray"),
              "--shard or --devices 0,1 is taken with --ray and silently means something else"),
+    # -- issue 30: the typed configs made from the option table ------------------------------------------
+    Mutation("config-row-value-dropped", "ocrbatch/config.py",
+             "        elif given:\n            kwargs[f.name] = values[given[0]] if row is None else",
+             "        elif given and row is None:\n            kwargs[f.name] = values[given[0]] if row is None else",
+             (_O + "test_a_rows_flag_variable_and_keywords_reach_its_field_with_one_parsed_value",),
+             "an option's value never reaches its config's field: every flag is silently its default"),
+    Mutation("config-row-value-unparsed", "ocrbatch/config.py",
+             "values[given[0]] if row is None else row.checked(values[given[0]])", "values[given[0]]",
+             (_O + "test_a_rows_flag_variable_and_keywords_reach_its_field_with_one_parsed_value",),
+             "a value reaches its field as given (--pages text, not a PageSelection), unchecked"),
+    Mutation("config-row-field-not-made", "ocrbatch/config.py",
+             "        if o.field not in notes:", "        if False:",
+             (_O + "test_every_row_fills_exactly_one_field_of_a_typed_config_and_every_other_field_is_the_codes",),
+             "a row without a field declared by hand has nowhere to go (a new option needs a hand-made field)"),
+    Mutation("max-batch-auto-lost", "ocrbatch/config.py",
+             "            return cls(MAX_BATCH_START, True)", "            return cls(MAX_BATCH_START)",
+             (_O + "test_max_batch_is_parsed_once_by_its_row_into_one_field",
+              _O + "test_converter_keywords_are_the_tables_engine_rows_checked_by_the_table"),
+             "--max-batch auto runs a fixed cap of 8"),
+    Mutation("service-config-not-copied", "ocrbatch/config.py",
+             "        return ServiceConfig(**{f.name: getattr(self, f.name) for f in fields(ServiceConfig)})",
+             "        return ServiceConfig(engine=self.engine, engine_options=self.engine_options)",
+             (_O + "test_every_row_fills_exactly_one_field_of_a_typed_config_and_every_other_field_is_the_codes",),
+             "the engine side a Converter keeps loses the run's --max-batch, --workers, --stall-timeout"),
+    Mutation("service-config-rows-missing", "ocrbatch/config.py",
+             "    return o.to == RUN_CONFIG and ENGINE in o.scope", "    return False",
+             (_O + "test_every_row_fills_exactly_one_field_of_a_typed_config_and_every_other_field_is_the_codes",),
+             "an engine-side option added to the table is not in ServiceConfig: the service cannot read it"),
     # -- issue 27: the files a cron job meets, the Converter's close, stdout, signals, settings -----------
     Mutation("special-files-trusted", "ocrbatch/safefiles.py",
              "    if not stat.S_ISREG(st.st_mode):\n        raise UsageError", "    if False:\n        raise UsageError",

@@ -20,7 +20,12 @@ FLAGGED = [o for o in OPTIONS if o.scope & {RUN, SERVE}]
 
 def sample(o: config.Option, other: bool = False):
     """A value the option allows that is not its default (`other`: a second, different one), as (flag's text,
-    the value the command gets)."""
+    the value the command gets: parsed by the row, e.g. --pages 1-4 a PageSelection)."""
+    text, value = _sample(o, other)
+    return text, o.checked(value)
+
+
+def _sample(o: config.Option, other: bool = False):
     if o.choices:
         value = [c for c in o.choices if c != o.default][1 if other and len(o.choices) > 2 else 0]
         if other and len(o.choices) == 2:
@@ -44,7 +49,8 @@ def sample(o: config.Option, other: bool = False):
     if o.kind == "path":
         text = "/tmp/other" if other else "/tmp/one"
         return text, Path(text)
-    text = {"pages": "2-3,7" if other else "1-4", "format": "json,md" if other else "md,json",
+    text = {"pages": "2-3,7" if other else "1-4", "engine": "fake-timed" if other else "fake",
+            "format": "md" if other else "md,json",
             "shard": "2/3" if other else "1/3"}.get(
         o.name, "other" if other else "one")
     return text, text
@@ -121,7 +127,7 @@ def test_every_option_is_set_by_its_flag_or_its_variable_and_the_flag_wins(o):
         assert result.exit_code == 0, result.output
         assert got[o.name] == value  # the flag, not the variable
     result, got = invoke(scope_of(o), [], env={})
-    assert got[o.name] == o.default
+    assert got[o.name] == o.initial
 
 
 @pytest.mark.parametrize("o", [o for o in FLAGGED if o.kind == "switch"], ids=lambda o: o.name)
@@ -255,3 +261,109 @@ def test_every_option_works_the_same_under_ray_or_is_refused_there_with_exit_2(o
         RunConfig.build(("in",), tmp_path / "out", ray="local", **{o.name: value})
     except UsageError as exc:  # pragma: no cover - the table says it works under Ray
         pytest.fail(f"{o.flag} {text!r} refused with --ray, but its row has no under_ray: {exc}")
+
+
+# -- the typed configs, made from the table -----------------------------------------------------------------
+def typed_configs() -> dict[str, type]:
+    from ocrbatch.serve.config import ServeConfig  # noqa: F401 - defining it registers it
+
+    assert set(config.CONFIGS) == set(config.CONFIG_NAMES)
+    return config.CONFIGS
+
+
+def test_every_row_fills_exactly_one_field_of_a_typed_config_and_every_other_field_is_the_codes():
+    configs = typed_configs()
+    for o in OPTIONS:
+        holders = [name for name, cls in configs.items() if o.field in {f.name for f in config.fields(cls)}]
+        assert holders == [o.to], f"{o.name}: its field {o.field!r} is in {holders}, not only in {o.to}"
+    for name, cls in configs.items():
+        for f in config.fields(cls):
+            row = config.row_of(cls, f.name)
+            by_code = f.metadata == config.BY_CODE
+            assert (row is None) == by_code, f"{name}.{f.name}: a field is a row's, or marked by_code, not both"
+            if row is None or f.default is config.MISSING or (name, f.name) == ("RunConfig", "max_batch"):
+                continue  # RunConfig made directly (tests, benchmarks): a fixed cap of 8; the table's is auto
+            assert f.default == row.initial, f"{name}.{f.name}: default {f.default!r}, its row's {row.initial!r}"
+    # the engine side a Converter keeps: its engine's options and RunConfig's engine-side fields, copied by name
+    assert {f.name for f in config.fields(config.ServiceConfig)} == \
+        {"engine_options"} | {o.field for o in OPTIONS if o.to == config.RUN_CONFIG and config.ENGINE in o.scope}
+    built = config.RunConfig.build(("x",), "out", max_batch="auto", starve_ms=70, stall_timeout=9.0, workers=3)
+    service = built.service
+    assert (service.max_batch, service.max_batch_auto, service.starve_s, service.stall_timeout, service.workers) \
+        == (config.MAX_BATCH_START, True, 0.07, 9.0, 3)
+
+
+def _field(o: config.Option, made) -> object:
+    """The value of `o`'s field in `made` (a RunConfig: an engine row's is in its engine_options)."""
+    if o.to == config.ENGINE_OPTIONS and isinstance(made, config.RunConfig):
+        made = made.engine_options
+    return getattr(made, o.field)
+
+
+NEEDS = {"ray_workers": {"ray": "auto"}}  # a row whose sample needs another's: --ray-workers needs --ray
+
+
+def _through_cli(scope: str, args: list[str], env: dict[str, str]) -> dict[str, object]:
+    """The typed configs that convert's (or serve's) options make, as cli.py makes them."""
+    from ocrbatch import Converter
+    from ocrbatch.serve.config import ServeConfig
+
+    result, got = invoke(scope, args, env)
+    assert result.exit_code == 0, result.output
+    made = {config.REPORT: config.configure(config.Report, got)}
+    if scope == SERVE:
+        made[config.SERVE_CONFIG] = config.configure(ServeConfig, got, window=2 * got["max_batch"])
+    with Converter(**cli._converter_options(got)) as conv:
+        run = conv.config.rerun(("x",), "out", **cli._run_options(got)) if scope == RUN else conv.config
+    made[config.RUN_CONFIG] = made[config.ENGINE_OPTIONS] = run
+    return made
+
+
+@pytest.mark.parametrize("o", [o for o in OPTIONS if o.name != "output"], ids=lambda o: o.name)
+def test_a_rows_flag_variable_and_keywords_reach_its_field_with_one_parsed_value(o):
+    """Every way in (the flag, the variable, the Converter's keyword or convert's, RunConfig.build, the
+    variable read by Converter.from_env) fills the row's one field with the same value, parsed by the row."""
+    from ocrbatch import Converter
+
+    text, value = sample(o)
+    raw = _sample(o)[1]  # as a Python caller gives it: text, a number, a path
+    assert value != o.initial
+    needs = NEEDS.get(o.name, {})
+    reached: dict[str, object] = {}
+    env_text = ("1" if value else "0") if o.kind == "switch" else text
+    if o.scope & {RUN, SERVE}:
+        scope = scope_of(o)
+        extra = [a for n, v in needs.items() for a in (config.OPTION[n].flag, v)]
+        made = _through_cli(scope, [*extra, *flag_args(o, text)], {})
+        reached["flag"] = _field(o, made[o.to])
+        made = _through_cli(scope, [], {o.env: env_text, **{config.OPTION[n].env: v for n, v in needs.items()}})
+        reached["variable"] = _field(o, made[o.to])
+    if config.ENGINE in o.scope:
+        with Converter(**{"engine": "fake", **needs, o.name: raw}) as conv:
+            reached["Converter keyword"] = _field(o, conv.config)
+        env = {"OCRBATCH_ENGINE": "fake", o.env: env_text, **{config.OPTION[n].env: v for n, v in needs.items()}}
+        with Converter.from_env(env) as conv:
+            reached["Converter.from_env"] = _field(o, conv.config)
+    if o in config.RUN_OWN:
+        with Converter(engine="fake") as conv:
+            reached["convert keyword"] = _field(o, conv.config.rerun(("x",), "out", **{o.field: raw}))
+    if o.to in (config.RUN_CONFIG, config.ENGINE_OPTIONS):
+        reached["RunConfig.build"] = _field(o, config.RunConfig.build(("x",), "out", **needs, **{o.name: raw}))
+    assert reached and all(v == value and type(v) is type(value) for v in reached.values()), (value, reached)
+
+
+def test_max_batch_is_parsed_once_by_its_row_into_one_field():
+    cap = config.OPTION["max_batch"].checked("auto")
+    assert isinstance(cap, config.BatchCap) and cap == config.MAX_BATCH_START and cap.auto and cap.text == "auto"
+    assert config.OPTION["max_batch"].checked(cap) is cap  # a value parsed already is kept
+    import pickle
+
+    assert pickle.loads(pickle.dumps(cap)).auto and pickle.loads(pickle.dumps(config.BatchCap(3))) == 3
+    made = config.RunConfig.build(("x",), "out", max_batch="12")
+    assert made.max_batch == 12 and not made.max_batch_auto and not made.service.max_batch_auto
+    with pytest.raises(config.UsageError, match="unknown option"):
+        config.RunConfig.build(("x",), "out", max_batchh=3)
+    from ocrbatch import Converter
+
+    with Converter(engine="fake") as conv, pytest.raises(config.UsageError, match="unknown option"):
+        conv.convert(["x"], "out", dpi=300)  # the engine side is the Converter's, not a run's

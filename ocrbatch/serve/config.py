@@ -1,36 +1,33 @@
-"""The server's own options (the engine's are the Converter's); their defaults and checks are rows of
-config.OPTIONS (scope serve)."""
+"""The server's own options (the engine's are the Converter's): the rows of config.OPTIONS to SERVE_CONFIG, whose
+fields ServeConfig gets from them (config.typed_config)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Mapping
 
-from ..config import MAX_BATCH_START, OPTION, check
+from ..config import MAX_BATCH_START, OPTION, by_code, typed_config, validate
 from ..errors import UsageError
 
 TOKEN_ENV = OPTION["token"].env
 
 
-@dataclass(frozen=True)
+@typed_config
 class ServeConfig:
     host: str = OPTION["host"].default
     port: int = OPTION["port"].default
     max_upload_mb: float = OPTION["max_upload_mb"].default  # a larger body is refused with 413
     max_queue: int = OPTION["max_queue"].default  # pages held at once (waiting or running); a request beyond: 503
-    window: int = 2 * MAX_BATCH_START  # pages of one request in the queue at a time (a long PDF enters as others leave)
+    # pages of one request in the queue at a time (a long PDF enters as others leave): twice --max-batch
+    window: int = by_code(2 * MAX_BATCH_START)
     token: str | None = OPTION["token"].default  # bearer token for /v1/*; None: open
     drain_s: float = OPTION["drain_s"].default  # after SIGTERM, how long requests in flight may take to finish
-    retry_after_s: int = 1  # the Retry-After of a 503
+    retry_after_s: int = by_code(1)  # the Retry-After of a 503
     max_connections: int = OPTION["max_connections"].default  # beyond: only /healthz, /readyz, /metrics answered
     header_timeout_s: float = OPTION["header_timeout_s"].default  # a request's first byte to its last header line
     body_timeout_s: float = OPTION["body_timeout_s"].default  # the longest pause inside a body; then 408
 
     def __post_init__(self) -> None:
-        check({"host": self.host, "port": self.port, "max_upload_mb": self.max_upload_mb,
-               "max_queue": self.max_queue, "token": self.token, "drain_s": self.drain_s,
-               "max_connections": self.max_connections, "header_timeout_s": self.header_timeout_s,
-               "body_timeout_s": self.body_timeout_s})
+        validate(self)
         if self.window < 1:
             raise UsageError("the per-request window must be at least 1 page")
 

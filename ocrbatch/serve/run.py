@@ -30,6 +30,7 @@ from typing import Any, Callable
 
 import uvicorn
 
+from ..config import BatchCap
 from ..errors import EngineLoadError, OcrbatchError, StalledError, UsageError, error_line
 from .app import create_app
 from .config import ServeConfig
@@ -86,7 +87,7 @@ def serve(converter_options: dict[str, Any], config: ServeConfig, *, verbose: in
     except BaseException:
         conv.close(wait=False)
         raise
-    conv_stall_timeout = float(converter_options.get("stall_timeout") or 0)
+    conv_stall_timeout = conv.config.stall_timeout
     slots = PageSlots(config.max_queue)
     guard = ConnectionGuard(limit, config.header_timeout_s)
     sampler = ResourceSampler(interval=5.0)
@@ -149,7 +150,7 @@ def serve(converter_options: dict[str, Any], config: ServeConfig, *, verbose: in
     def announce(host: str, port: int) -> None:
         if not quiet:
             sys.stderr.write(f"ocrbatch: serving on http://{host}:{port} (engine {conv.engine}, "
-                             f"max batch {converter_options['max_batch']}, max queue {config.max_queue} "
+                             f"max batch {BatchCap.parse(conv.config.max_batch).text}, max queue {config.max_queue} "
                              f"pages, max connections {limit}{', token required' if config.token else ''})\n")
             sys.stderr.flush()
 

@@ -118,7 +118,7 @@ def serve(converter_options: dict[str, Any], config: ServeConfig, *, verbose: in
         sampler.start()
         loading = _in_daemon_thread(load, "load")
         watchdog = conv.watchdog  # the Converter's: its devices, its decode threads, and now the server
-        stuck = watchdog.watch(_StuckEverywhere(conv.stats, stop))
+        stuck = watchdog.watch(_StuckEverywhere(conv.stats, stop, stopping=lambda: server.should_exit))
         try:
             yield
         finally:
@@ -166,15 +166,18 @@ def serve(converter_options: dict[str, Any], config: ServeConfig, *, verbose: in
 class _StuckEverywhere:
     """The server as the stall watchdog sees it (pipeline/watchdog.py): a device whose engine is stuck has its pages
     failed by the watchdog (--stall-timeout), but it takes no more; once every device is stuck, the server
-    stops (exit 8) so that it can be restarted."""
+    stops (exit 8) so that it can be restarted; unless it is stopping already (a SIGTERM: exit 0)."""
 
-    def __init__(self, stats: Callable[[], dict[str, Any]], stop: Callable[[OcrbatchError, str], None]) -> None:
-        self.stats, self.stop, self.stopped = stats, stop, False
+    def __init__(self, stats: Callable[[], dict[str, Any]], stop: Callable[[OcrbatchError, str], None],
+                 stopping: Callable[[], bool]) -> None:
+        self.stats, self.stop, self.stopping, self.stopped = stats, stop, stopping, False
 
     def stalled_for(self, now: float) -> float:
+        if self.stopped or self.stopping():
+            return 0.0
         stats = self.stats()
         everywhere = bool(stats["devices"]) and set(stats["stalled"]) >= set(stats["devices"])
-        return math.inf if everywhere and not self.stopped else 0.0
+        return math.inf if everywhere else 0.0
 
     def reason(self, timeout: float) -> str:
         return (f"the engine is stuck on {', '.join(self.stats()['stalled'])} (no page finished for "

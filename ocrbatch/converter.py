@@ -46,7 +46,8 @@ Public API (everything a server needs; names are stable):
   lane), `in_flight` (submitted, not finished), `batches`, `pages`, `mean_batch`, `workers` (per device),
   `stalled` (devices whose stall watchdog gave their pages up: the engine is stuck there).
 - `stall_timeout` (seconds, default 1800): a device with pages in hand and none finished for this long is
-  stuck; its pages resolve as failed ("stalled"), so no caller waits forever.
+  stuck, and so is a page being read or prepared for this long; those pages resolve as failed ("stalled"), so
+  no caller waits forever (one watchdog, pipeline/watchdog.py; `watchdog` is it, for a server's own check).
 
 PageResult: `markdown`, `status` (ok, failed, truncated), `ok`, `error`, `message`, `timings` (decode_s,
 infer_s, batch_size), `info`, `attachments`, `ref` (its `label`: "name page 2").
@@ -57,7 +58,6 @@ from __future__ import annotations
 import os
 import tempfile
 import threading
-import time
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from pathlib import Path, PurePosixPath
 from typing import IO, Any, Iterable, Iterator, Mapping
@@ -66,10 +66,12 @@ from .config import ENGINE, RUN_OWN, PageSelection, RunConfig, env_values, optio
 from .errors import ConverterClosedError, UsageError
 from .records import Kind, PageImage, PageRef, PageResult, Source, Status
 from .pipeline import decode, discover
+from .pipeline.decode import DecodeSettings
 from .pipeline.lanes import FutureReply
 from .pipeline.run import run
 from .pipeline.service import Service
 from .pipeline.stats import Summary, Watch
+from .pipeline.watchdog import Task, Watchdog
 
 PRIORITIES = ("interactive", "bulk")
 
@@ -89,11 +91,8 @@ class Converter:
         self._lock = threading.Lock()
         self._in_flight = 0
         self._replies: dict[int, FutureReply] = {}  # every page taken and not landed: close() answers them all
-        # Pages being read and prepared on the decode threads (id -> since when, reply): the decode watchdog
-        # answers one stuck there longer than the stall timeout (the device watchdog cannot see it).
-        self._decoding: dict[int, tuple[float, FutureReply, PageRef, str]] = {}
-        self._watchdog: threading.Thread | None = None
-        self._gave_up = False  # a decode thread is stuck: closing does not wait for it
+        self._decode = DecodeSettings.of(self._template)  # how each page is read and prepared
+        self._gave_up = False  # a decode thread is stuck (the watchdog answered its page): closing does not wait
         self._tmp: Path | None = None
         self._closed = False
 
@@ -164,6 +163,11 @@ class Converter:
     def dpi(self) -> int:
         """The resolution PDF pages are rendered at (their page JSON's `dpi`)."""
         return self._template.dpi
+
+    @property
+    def watchdog(self) -> Watchdog:
+        """The stall watchdog its pages and devices are watched by (pipeline/watchdog.py); a server adds its own."""
+        return self._svc().watchdog
 
     @property
     def loaded(self) -> bool:
@@ -283,18 +287,20 @@ class Converter:
         svc = self._local()
         future: Future = Future()
         reply = FutureReply(future, priority, done=lambda: self._landed(id(reply)))
-        t = self._template
+
+        def stuck(why: str) -> None:  # the watchdog's: the page never left its decode thread
+            self._gave_up = True
+            self._decoders[priority].replace_stuck()  # the pages queued behind it go on
+            reply.deliver(PageResult(ref=ref, status=Status.FAILED, error=why))
 
         def job() -> None:
             if not reply.wanted():  # cancelled before it was read
                 reply.start()
                 return
-            with self._lock:
-                self._decoding[id(reply)] = (time.monotonic(), reply, ref if image is None else image.ref, priority)
+            task = svc.watchdog.watch(Task("reading or preparing the page", stuck))
             try:
                 page = decode.prepare(svc.front, image) if image is not None else \
-                    decode.read(ref, t.dpi, pdfs, t.text_layer, svc.front, t.max_pixels,
-                                t.engine_options.keep_furniture, t.engine_options.debug_layout)
+                    decode.read(ref, self._decode, pdfs, svc.front)
                 if isinstance(page, PageResult):
                     reply.deliver(page)
                     return
@@ -303,10 +309,9 @@ class Converter:
             except Exception as exc:  # noqa: BLE001 - EngineLoadError, or the converter closing
                 reply.fail(exc)
             finally:
-                with self._lock:
-                    self._decoding.pop(id(reply), None)
+                task.finish()
+                svc.watchdog.unwatch(task)
 
-        self._watch_decoding()
         with self._lock:  # with close()'s check: a job is queued before the pool's end, or refused
             if self._closed:
                 return _refused()
@@ -314,32 +319,6 @@ class Converter:
             self._replies[id(reply)] = reply
             self._decoders[priority].submit(job)
         return future
-
-    def _watch_decoding(self) -> None:
-        """Start the decode watchdog once: a page stuck being read or prepared for the stall timeout resolves as
-        failed (a later result for it is dropped), so no caller waits forever."""
-        with self._lock:
-            if self._watchdog is not None:
-                return
-            self._watchdog = threading.Thread(target=self._watch, name="decode-watchdog", daemon=True)
-        self._watchdog.start()
-
-    def _watch(self) -> None:
-        timeout = self._template.stall_timeout
-        while not self._closed:
-            time.sleep(min(1.0, timeout / 4))
-            now = time.monotonic()
-            with self._lock:
-                stuck = [(k, reply, ref, lane) for k, (since, reply, ref, lane) in self._decoding.items()
-                         if now - since > timeout]
-                for k, *_ in stuck:
-                    del self._decoding[k]
-                self._gave_up |= bool(stuck)
-            for _, reply, ref, lane in stuck:
-                self._decoders[lane].replace_stuck()  # the pages queued behind it go on
-                reply.deliver(PageResult(ref=ref, status=Status.FAILED,
-                                         error=f"stalled: reading or preparing the page took over {timeout:.0f} s "
-                                               "(stall_timeout)"))
 
     def _landed(self, key: int) -> None:
         with self._lock:

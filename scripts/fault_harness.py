@@ -20,6 +20,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help"):
+        print(__doc__)
+        return 0
     seeds = int(sys.argv[1]) if len(sys.argv) > 1 else 40
     with tempfile.TemporaryDirectory() as tmp:
         tally_path = Path(tmp) / "tally.json"

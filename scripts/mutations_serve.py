@@ -74,7 +74,7 @@ SERVE = [
              (T + "test_a_configuration_the_engine_cannot_use_ends_the_server_at_start",),
              "an engine that cannot load stops the server with exit 0"),
     Mutation("serve-stuck-engine-served-on", "ocrbatch/serve/run.py",
-             "                stop(StalledError(", "                0 and stop(StalledError(",
+             "        self.stop(StalledError(", "        0 and self.stop(StalledError(",
              (T + "test_an_engine_stuck_on_every_device_fails_its_pages_and_stops_the_server_with_exit_8",),
              "an engine stuck on every device leaves a server whose requests never end"),
     Mutation("serve-drain-off", "ocrbatch/serve/run.py",

@@ -278,13 +278,16 @@ def test_a_page_taken_as_close_runs_is_answered_or_refused_never_left():
 
     conv = Converter(engine="fake")
     conv.check()
-    watch = conv._watch_decoding
+    local, calls = conv._local, []
 
-    def close_meanwhile() -> None:  # runs inside submit, between its checks and the page's queueing
-        watch()
-        conv.close()
+    def close_meanwhile():  # submit's checks, then the page's: the second is where close() comes in between
+        svc = local()
+        calls.append(1)
+        if len(calls) == 2:
+            conv.close()
+        return svc
 
-    conv._watch_decoding = close_meanwhile
+    conv._local = close_meanwhile
     future = conv.submit(Image.new("RGB", (40, 40), "white"))
     with pytest.raises(ConverterClosedError):
         future.result(timeout=30)

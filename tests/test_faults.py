@@ -323,6 +323,21 @@ def test_a_converter_whose_engine_hangs_answers_its_callers_and_says_which_devic
     results = [f.result() for f in futures]
     assert all(r.status.value == "failed" and "stalled" in r.error for r in results if r.status.value != "ok")
     assert any(r.status.value == "failed" for r in results) and stalled == ["cpu"]
+    # the watchdog's reason for a device: the engine stuck there, not a decode thread
+    assert all("no page finished on cpu in 2 s" in r.error for r in results if r.status.value != "ok"), results
+
+
+def test_a_page_stuck_in_decode_stops_the_run_with_its_reason_and_the_others_are_converted(pages, tmp_path):
+    """A `convert` whose page hangs on a decode thread (reading or preparing it): no device holds it, only the
+    run's own watch sees it (pages in flight, none finished for --stall-timeout). The other pages are written,
+    the stuck one gets one record saying why, and the run stops with exit 8."""
+    fault = Fault(at="prepare", nth=1, kind="hang")
+    code, records, seconds = _convert(FakeEngine, fault, pages, tmp_path / "out", stall_s=3, max_batch=2)
+    assert code == ExitCode.STALLED and seconds < BOUND_S
+    assert len({(r["source"], r["page"]) for r in records}) == len(records) == EXPECTED_PAGES, records
+    failed = [r for r in records if r["status"] == "failed"]
+    assert len(failed) == 1, records
+    assert failed[0]["error"].startswith("stalled: no page finished in 3 s (--stall-timeout)"), failed
 
 
 @pytest.mark.parametrize("seed", _seeds("serve", POINTS_PLAIN))
@@ -422,4 +437,5 @@ def test_a_page_stuck_in_prepare_is_answered_and_closing_does_not_wait_for_it(pa
     assert not pending and time.monotonic() - t0 < BOUND_S
     results = [f.result() for f in futures]
     assert sorted(r.status.value for r in results) == ["failed", "ok", "ok"]
-    assert "stalled" in next(r.error for r in results if r.status.value == "failed")
+    assert next(r.error for r in results if r.status.value == "failed") == \
+        "stalled: reading or preparing the page took over 2 s (stall_timeout)"

@@ -2,8 +2,9 @@
 Python API (`DecodePool`).
 
 PDF pages are rendered lazily, one page at a time, under the PDFium lock; images are decoded with
-Pillow outside it; then the engine's front prepares each page (`read`: the one prepare-or-fail path, also
-used by the Ray workers). Output goes to bounded lanes, so memory does not grow with the size of a PDF.
+Pillow outside it; then the engine's front prepares each page (`read`: the one prepare-or-fail path, given the
+run's one `DecodeSettings` record: a run's decode threads, a Converter's and the Ray actors' all call it so).
+Output goes to bounded lanes, so memory does not grow with the size of a PDF.
 """
 
 from __future__ import annotations
@@ -13,10 +14,12 @@ import logging
 import queue
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from .. import confidence, pdfium
+from ..config import RunConfig
 from ..engines.base import Front
 from ..errors import DecodeError, EngineLoadError, OcrbatchError, error_line
 from ..images import DEFAULT_MAX_PIXELS, check_size, open_image, to_rgb, too_small
@@ -101,16 +104,32 @@ def text_layer_page(ref: PageRef, dpi: int, pdfs: PdfCache, mode: str,
     return None
 
 
-def read_page(ref: PageRef, dpi: int, pdfs: PdfCache, text_layer: str,
-              max_pixels: int = DEFAULT_MAX_PIXELS, keep_furniture: bool = False,
-              debug_layout: str | None = None) -> PageImage | PageResult:
+@dataclass(frozen=True)
+class DecodeSettings:
+    """How every way in reads and prepares a page (`read`): a run's decode threads, a Converter's, a Ray actor's
+    (sent to it as it is). Built once from the run's options (`of`)."""
+
+    dpi: int  # --dpi: PDF pages rendered at it (capped for a poster-sized page: pdfium.py)
+    text_layer: str = "auto"  # --text-layer: auto, off, only
+    max_pixels: int = DEFAULT_MAX_PIXELS  # --max-pixels: a larger image frame fails as a page
+    keep_furniture: bool = False  # --keep-furniture: text-layer pages keep running heads, feet, page numbers
+    debug_layout: Path | None = None  # --debug-layout: a picture of each text-layer page's layout goes there
+
+    @classmethod
+    def of(cls, config: RunConfig) -> "DecodeSettings":
+        options = config.engine_options
+        return cls(config.dpi, config.text_layer, config.max_pixels, options.keep_furniture, options.debug_layout)
+
+
+def read_page(ref: PageRef, settings: DecodeSettings, pdfs: PdfCache) -> PageImage | PageResult:
     """The page as an image for the engine, or already finished: read from its PDF text layer, or failed
     (a one-line reason; a decoder's own bug fails this page only)."""
-    done = text_layer_page(ref, dpi, pdfs, text_layer, keep_furniture, debug_layout)
+    s = settings
+    done = text_layer_page(ref, s.dpi, pdfs, s.text_layer, s.keep_furniture, s.debug_layout)
     if done is not None:
         return done
     try:
-        return decode_page(ref, dpi, pdfs, max_pixels)
+        return decode_page(ref, s.dpi, pdfs, s.max_pixels)
     except OcrbatchError as exc:
         return PageResult(ref=ref, status=Status.FAILED, error=str(exc))
     except Exception as exc:  # noqa: BLE001 - the run goes on
@@ -154,12 +173,11 @@ def rgb_copy(image):
     return to_rgb(image) if image.mode != "RGB" else image.copy()
 
 
-def read(ref: PageRef, dpi: int, pdfs: PdfCache, text_layer: str, front: Front,
-         max_pixels: int = DEFAULT_MAX_PIXELS, keep_furniture: bool = False,
-         debug_layout: str | None = None) -> PageImage | PageResult:
+def read(ref: PageRef, settings: DecodeSettings, pdfs: PdfCache, front: Front) -> PageImage | PageResult:
     """The page decoded and prepared by the engine's front (on this thread), or already finished: read from
-    its text layer, or failed. EngineLoadError from `prepare` is raised (the engine cannot work at all)."""
-    page = read_page(ref, dpi, pdfs, text_layer, max_pixels, keep_furniture, debug_layout)
+    its text layer, or failed. EngineLoadError from `prepare` is raised (the engine cannot work at all). The
+    one call every way in makes."""
+    page = read_page(ref, settings, pdfs)
     if isinstance(page, PageResult):
         return page
     return prepare(front, page)

@@ -26,7 +26,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Callable, Iterable, Iterator
 
 from .. import pdfium
-from ..config import PageSelection, Shard
+from ..config import PageSelection, RunConfig, Shard
 from ..errors import DecodeError, error_line
 from ..images import MULTIFRAME, frame_count, open_image
 from ..records import Kind, PageRef, PageResult, Source, Status, page_output
@@ -413,11 +413,30 @@ def _tell_renamed(display: str, rel: PurePosixPath, key: PurePosixPath, full_key
                     display, name_max, page_output(key, multipage, 1))
 
 
-def run(inputs: Iterable[str], refs: ClosableQueue[PageRef], results: ClosableQueue[PageResult], **how) -> None:
-    """The discover stage: pages to `refs`, skips and failed files to `results` (`how`: discover's options);
-    closes both when done, or soon after `refs` is aborted (the run stopping) even while waiting on stdin."""
+def written_folders(config: RunConfig) -> list[Path]:
+    """The folders ocrbatch writes, never taken as inputs: the output, and --debug-layout's pictures."""
+    debug = config.engine_options.debug_layout
+    return [config.output] + ([Path(debug)] if debug else [])
+
+
+def run(inputs: Iterable[str], refs: ClosableQueue[PageRef], results: ClosableQueue[PageResult],
+        shown: Callable[[PageRef | PageResult], None] | None = None, **how) -> None:
+    """The discover stage: pages to `refs`, skips and failed files to `results` (`how`: discover's options),
+    each shown to `shown` first, in order (`-o -` prints pages as they finish); closes both when done, or soon
+    after `refs` is aborted (the run stopping) even while waiting on stdin."""
+    emit_page, emit_result = refs.put, results.put
+    if shown is not None:
+        emit_page, emit_result = _seen(refs.put, shown), _seen(results.put, shown)
     try:
-        discover(inputs, emit_page=refs.put, emit_result=results.put, stopped=lambda: refs.closed, **how)
+        discover(inputs, emit_page=emit_page, emit_result=emit_result, stopped=lambda: refs.closed, **how)
     finally:
         refs.close()
         results.close()
+
+
+def _seen(put: Callable, shown: Callable) -> Callable:
+    """`put`, each item shown first."""
+    def putting(item, *args, **kw) -> None:
+        shown(item)
+        put(item, *args, **kw)
+    return putting

@@ -24,12 +24,13 @@ import time
 from typing import Callable, Sequence
 
 from ..engines.base import Runner
-from ..errors import EngineLoadError, OcrbatchError, error_line, forget_frames, is_out_of_memory
+from ..errors import EngineLoadError, OcrbatchError, StalledError, error_line, forget_frames, is_out_of_memory
 from ..gpu.device import MemoryProbe
 from ..gpu.throughput import SlotFigures, ThroughputController
 from ..records import Batch, PageImage, PageOutput, PageResult, Status
 from .lanes import Lanes
 from .stats import Stats, WorkerFigures
+from .watchdog import Watchdog
 
 log = logging.getLogger("ocrbatch")
 
@@ -293,11 +294,10 @@ class Devices:
 
     def __init__(self, runners: list[Runner], devices: tuple[str, ...], lanes: Lanes,
                  controllers: list[ThroughputController], memory: Callable[[str], MemoryProbe | None],
-                 room: int = 0, ahead: bool = False, stall_timeout: float | None = None) -> None:
+                 room: int = 0, ahead: bool = False, watchdog: Watchdog | None = None) -> None:
         self.lanes, self.controllers = lanes, controllers
         self.ahead = ahead  # the engine stages (Capabilities.stages): take and stage the next batch early
-        self.stall_timeout = stall_timeout
-        self.stalled: dict[str, float] = {}  # device -> when its watchdog gave its pages up
+        self.stalled: dict[str, float] = {}  # device -> when the watchdog gave its pages up
         self.runners, self.devices = runners, devices
         self.loaded = [False] * len(runners)
         self.watchers: list[Stats] = []
@@ -308,25 +308,9 @@ class Devices:
                          for i, d in enumerate(devices)]
         for t in self._threads:
             t.start()
-        self._closing = threading.Event()
-        if stall_timeout is not None:
-            threading.Thread(target=self._watch, name="stall-watchdog", daemon=True).start()
-
-    def _watch(self) -> None:
-        """The device watchdog: a worker with pages in hand and none finished for the stall timeout is stuck in
-        the engine; its pages fail as stalled (their owners hear at once), the device is marked stalled."""
-        from ..errors import StalledError
-
-        timeout = float(self.stall_timeout or 0)
-        while not self._closing.wait(min(1.0, timeout / 4)):
-            now = time.monotonic()
-            for device, worker in zip(self.devices, self.workers):
-                if worker.stalled_for(now) > timeout:
-                    why = StalledError(f"stalled: no page finished on {device} in {timeout:.0f} s "
-                                       "(--stall-timeout); the engine is stuck")
-                    n = worker.give_up(why)
-                    self.stalled[device] = now
-                    log.error("%s: %d page(s) failed as stalled", why, n)
+        if watchdog is not None:  # a worker stuck in the engine: its pages fail as stalled (watchdog.py)
+            for device, worker in zip(devices, self.workers):
+                watchdog.watch(_StuckDevice(device, worker, self.stalled))
 
     def load(self) -> None:
         """Load every device's runner now (a server's readiness); raises EngineLoadError."""
@@ -391,12 +375,8 @@ class Devices:
     def figures(self) -> tuple[WorkerFigures, ...]:
         return tuple(w.figures() for w in self.workers)
 
-    def stop_watching(self) -> None:
-        self._closing.set()
-
     def close(self) -> None:
         """Finish what waits, then unload every runner."""
-        self._closing.set()
         self.lanes.close()
         for t in self._threads:
             t.join()
@@ -404,6 +384,23 @@ class Devices:
             if loaded:
                 runner.close()
         self.loaded = [False] * len(self.runners)
+
+
+class _StuckDevice:
+    """A device's worker as the watchdog sees it: pages in hand and none finished for the stall timeout is an
+    engine stuck there; its pages fail as stalled (their owners hear at once), the device is marked stalled."""
+
+    def __init__(self, device: str, worker: InferWorker, stalled: dict[str, float]) -> None:
+        self.device, self.worker, self.stalled = device, worker, stalled
+        self.stalled_for = worker.stalled_for
+
+    def reason(self, timeout: float) -> str:
+        return f"stalled: no page finished on {self.device} in {timeout:.0f} s (--stall-timeout); the engine is stuck"
+
+    def give_up(self, why: str) -> None:
+        n = self.worker.give_up(StalledError(why))
+        self.stalled[self.device] = time.monotonic()
+        log.error("%s: %d page(s) failed as stalled", why, n)
 
 
 def _fail(pages: list[PageImage], exc: BaseException) -> None:

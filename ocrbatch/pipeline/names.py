@@ -10,7 +10,8 @@ some file systems are. A key whose file names would be over the file system's li
 
 from __future__ import annotations
 
-from pathlib import PurePosixPath
+import os
+from pathlib import Path, PurePosixPath
 from typing import Iterator, Protocol
 
 from ..errors import DecodeError
@@ -18,7 +19,7 @@ from ..manifest import NAME as MANIFEST_NAME, output_names
 from ..records import NAME_MAX, fit_key, page_output
 from .lock import NAME as LOCK_NAME
 
-__all__ = ["NAME_MAX", "KeyClaims", "NameBook", "fit_key", "natural_key"]
+__all__ = ["NAME_MAX", "KeyClaims", "NameBook", "fit_key", "name_max", "natural_key"]
 
 # Names of the output folder's own files, as output_names spells a key's: no input's key may take them (an
 # input named manifest.jsonl.pdf would need a folder where the manifest is).
@@ -32,6 +33,14 @@ class NameBook(Protocol):
     def held(self, source: str) -> set[str]: ...  # the output files the records of `source` name
 
     def holder(self, name: str) -> str | None: ...  # the source whose record holds `name`
+
+
+def name_max(folder: Path) -> int:
+    """The longest file name (bytes) the file system of `folder` takes."""
+    try:
+        return int(os.pathconf(folder, "PC_NAME_MAX"))
+    except (OSError, ValueError, AttributeError):
+        return NAME_MAX
 
 
 def natural_key(rel: PurePosixPath) -> PurePosixPath:

@@ -39,6 +39,7 @@ from ..config import RunConfig, ServiceConfig
 from ..errors import EngineLoadError, OcrbatchError, error_line
 from ..records import PageRef, PageResult, Source, Status
 from .batcher import Batcher
+from .decode import DecodeSettings
 from .queue import ClosableQueue, Closed
 
 log = logging.getLogger("ocrbatch")
@@ -58,15 +59,6 @@ class Blob:
 
     source: Source
     data: Any  # ray.ObjectRef to the file's bytes
-
-
-@dataclass(frozen=True)
-class ReadSettings:
-    """How an actor decodes its pages: what the local path's decode stage is given."""
-
-    dpi: int
-    text_layer: str
-    max_pixels: int
 
 
 @dataclass
@@ -122,7 +114,7 @@ class DeviceHost:
     """The body of one Ray actor: the engine side of a local run on this actor's device (service.py's
     Service: lanes, Devices, InferWorker) and decode threads in front of it, as a local run has."""
 
-    def __init__(self, config: ServiceConfig, engine_class: type, settings: ReadSettings) -> None:
+    def __init__(self, config: ServiceConfig, engine_class: type, settings: DecodeSettings) -> None:
         import ray
 
         from ..engines import registry
@@ -136,6 +128,7 @@ class DeviceHost:
         self.layout_dir = Path(tempfile.mkdtemp(prefix="ocrbatch-ray-layout-")) if options.debug_layout else None
         if self.layout_dir is not None:
             options = dataclasses.replace(options, debug_layout=self.layout_dir)
+            settings = dataclasses.replace(settings, debug_layout=self.layout_dir)
         device = "cuda:0" if ray.get_gpu_ids() else "cpu"  # Ray shows an actor the GPU it was given as cuda:0
         self.service = Service(dataclasses.replace(config, engine_options=options, devices=device, ray=None))
         self.front, self.lanes = self.service.front, self.service.lanes
@@ -145,7 +138,7 @@ class DeviceHost:
             self.front.warm()
         except Exception as exc:  # noqa: BLE001 - the first page's prepare meets it again and says so
             log.debug("warming the engine's front: %s", error_line(exc))
-        self.settings, self.options = settings, options
+        self.settings = settings
         self.pdfs = PdfCache(config.workers + 1)
         self.decoders = DecodePool(config.workers, name="ray-decode")
         self.dir = Path(tempfile.mkdtemp(prefix="ocrbatch-ray-"))
@@ -193,11 +186,9 @@ class DeviceHost:
         """One page, as a local decode thread does it: decoded, prepared, into the lanes (or finished)."""
         from .decode import read
 
-        s = self.settings
         here = dataclasses.replace(ref, source=dataclasses.replace(ref.source, path=path))
         try:
-            page = read(here, s.dpi, self.pdfs, s.text_layer, self.front, s.max_pixels, self.options.keep_furniture,
-                        self.options.debug_layout)
+            page = read(here, self.settings, self.pdfs, self.front)
             if isinstance(page, PageResult):  # text layer, or failed; named after the driver's file
                 task.deliver(dataclasses.replace(page, ref=ref))
                 return
@@ -300,7 +291,7 @@ class RayDevices:
         service = dataclasses.replace(config.service, engine_options=dataclasses.replace(options, pin_memory=gpu))
         actor = ray.remote(max_restarts=RESTARTS, max_task_retries=0, max_concurrency=self.in_flight + 2,
                            **per)(DeviceHost)
-        settings = ReadSettings(config.dpi, config.text_layer, config.max_pixels)
+        settings = DecodeSettings.of(config)
         self.actors = _started([actor.remote(service, engine_class, settings) for _ in range(count)], STARTUP_S)
         self.load = {i: 0 for i in range(len(self.actors))}  # tasks in flight per live actor
         self.deaths = {i: 0 for i in range(len(self.actors))}

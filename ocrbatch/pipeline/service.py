@@ -4,6 +4,7 @@ cluster's actors instead, and only the front (naming the output) is kept here: e
 Service, local, for its one device (remote.py: DeviceHost).
 
     front ── prepare (decode threads) ──▶ lanes (interactive | bulk) ──▶ Devices: one runner per device
+                                     watchdog: what of it (and of each run) is stuck
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from ..gpu.nvml import ResourceSampler
 from .batcher import Batcher
 from .infer import Devices
 from .lanes import Lanes
+from .watchdog import Watchdog
 
 ROOM = 1  # interactive pages a batch may hold beyond --max-batch (batcher.py)
 
@@ -34,6 +36,8 @@ class Service:
         self.devices: Devices | None = None
         self.lanes: Lanes | None = None
         self.cut_short = False  # a run stopped at once: pages in flight may never finish (a stuck engine)
+        # The one stall watchdog: its devices, a Converter's decode threads, each run, a server (watchdog.py)
+        self.watchdog = Watchdog(config.stall_timeout)
         if config.ray:  # the cluster's actors hold the engines; this one only names the engine's output
             from . import cluster
 
@@ -60,7 +64,7 @@ class Service:
             self.lanes = Lanes(batcher, limit=config.max_batch * (len(self.device_names) + 2) + config.workers,
                                cap=cap)
             self.devices = Devices(runners, self.device_names, self.lanes, self.controllers, MemoryProbe, room=ROOM,
-                                   ahead=caps.stages, stall_timeout=config.stall_timeout)
+                                   ahead=caps.stages, watchdog=self.watchdog)
         self.sampler.start()
 
     def describe(self) -> dict[str, Any]:
@@ -78,7 +82,7 @@ class Service:
                 if wait and not self.cut_short:
                     self.devices.close()
                 else:  # stopping early: wake decode threads held back by the engine's buffers, wait for nothing
-                    self.devices.stop_watching()
+                    self.watchdog.close()
                     self.front.abort()
                     self.lanes.close()
             elif self.config.ray == "local":
@@ -86,6 +90,7 @@ class Service:
 
                 cluster.shutdown()
         finally:
+            self.watchdog.close()
             self.sampler.stop()
 
 

@@ -21,13 +21,17 @@ left blocked are unblocked then: one that came meanwhile is kept the same way.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import threading
-from typing import Iterator
+import time
+from typing import Callable, Iterator
 
 from .. import atomic
-from ..errors import ExitCode, Interrupted
+from ..errors import ExitCode, Interrupted, OcrbatchError
+
+log = logging.getLogger("ocrbatch")
 
 GRACE_S = 10.0  # how long the batches in progress may take to finish after a stop was asked for
 FORCE_S = 10.0  # after a second signal, how long the run may take to record its pages before the process exits
@@ -48,6 +52,22 @@ def requested() -> Interrupted | None:
 def forced() -> bool:
     """A second signal came: the pages in progress are not waited for."""
     return _forced
+
+
+def poll(stopping: OcrbatchError | None, deadline: float, aborted: bool, stop: Callable[..., None]) -> None:
+    """The run's look at the signals, on its writing thread every half second at least: a first one stops it
+    taking pages (`stop(why=..., grace_s=GRACE_S)`: those in progress may finish); when that grace is over, or
+    a second signal came, it stops at once (`stop()`)."""
+    if stopping is None:
+        if (why := requested()) is not None:
+            log.warning("%s: taking no more pages; finishing the pages in progress (up to %.0f s; send it again "
+                        "to stop at once)", why.signal_name, GRACE_S)
+            stop(why=why, grace_s=GRACE_S)
+    elif not aborted and (time.monotonic() > deadline or forced()):
+        if isinstance(stopping, Interrupted) and not forced():
+            log.warning("the pages in progress did not finish within %.0f s; they are recorded as cancelled "
+                        "(a rerun redoes them)", GRACE_S)
+        stop()
 
 
 def _handle(signum: int, _frame: object) -> None:

@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Callable
 
 from ..atomic import atomic_write, is_fatal
-from ..errors import OutputWriteError, UsageError
-from ..manifest import Manifest
+from ..errors import OcrbatchError, OutputWriteError, UsageError
+from ..config import RunConfig
+from ..manifest import NAME as MANIFEST, Manifest, shard_name
 from ..records import PageResult, Status
 from .outputs import Outputs
 from .queue import ClosableQueue, Closed
@@ -76,6 +77,19 @@ class Writer:
                 (self.out_dir / rel).unlink(missing_ok=True)
 
 
+def for_run(config: RunConfig, engine_identity: str, written: Callable[[PageResult], None] | None) -> Writer:
+    """A run's writer: its manifest (its shard's, with --shard) and outputs (`written` sees each result once
+    written and recorded)."""
+    # furniture kept or not changes text-layer pages whatever the engine: resume never mixes the two
+    ident = engine_identity + ("+furniture" if config.engine_options.keep_furniture else "")
+    # --dpi and --text-layer change what a PDF page becomes: resume compares them too
+    manifest = Manifest(config.output, ident, pdf_options={"dpi": config.dpi, "text_layer": config.text_layer},
+                        name=shard_name(config.shard.name) if config.shard else MANIFEST)
+    outputs = Outputs(config.output, manifest, ident, formats=config.formats, join=config.join,
+                      review_below=config.review_below, pages=config.pages, dpi=config.dpi, follow=written)
+    return Writer(config.output, manifest, ident, outputs)
+
+
 def run(results: ClosableQueue[PageResult], writer: Writer, busy: Callable[[float], None],
         failures: list[str], keep: int = 100, tick: Callable[[], None] = lambda: None,
         admit: Callable[[PageResult], bool] = lambda result: True) -> None:
@@ -99,6 +113,25 @@ def write_one(result: PageResult, writer: Writer, busy: Callable[[float], None],
     busy(time.perf_counter() - t0)
     if result.status is Status.FAILED and len(failures) < keep:
         failures.append(writer.last_error or "")
+
+
+def write_all(results: list[PageResult], writer: Writer, busy: Callable[[float], None], failures: list[str]) -> None:
+    """The records of the pages a run cut short, at its end; an output that cannot take them (a full disk) is
+    said by the run already."""
+    try:
+        for result in results:
+            write_one(result, writer, busy, failures)
+    except (OcrbatchError, OSError) as exc:
+        log.debug("cannot record the pages cut short: %s", exc)
+
+
+def check_folders(config: RunConfig) -> None:
+    """The folders a run writes, before any work starts: the output, and --debug-layout's (safefiles.py)."""
+    check_output(config.output)
+    if config.engine_options.debug_layout:
+        from ..safefiles import check_folder
+
+        check_folder(Path(config.engine_options.debug_layout), "--debug-layout")
 
 
 def check_output(out: Path) -> None:

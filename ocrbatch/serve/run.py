@@ -13,8 +13,9 @@ and their pages not started are cancelled. uvicorn's own deadline (a few seconds
 The Converter then finishes the batch it runs, if it can within --drain-s more (a stuck engine cannot keep
 the process), and unloads; the process exits 0.
 
-An engine stuck on every device (no page finished for --stall-timeout: the device watchdog has failed its
-pages) cannot serve again: the server stops at once, the requests in flight answered 503, and exits 8.
+An engine stuck on every device (no page finished for --stall-timeout: the stall watchdog has failed its
+pages) cannot serve again: the watchdog stops the server at once, the requests in flight answered 503, and
+it exits 8.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import shutil
 import signal
 import sys
@@ -41,7 +43,6 @@ from .state import ServerState
 
 log = logging.getLogger("ocrbatch")
 BACKSTOP_S = 5.0  # after --drain-s, how long uvicorn waits for the app to end its requests before cancelling
-STALL_POLL_S = 1.0  # how often the server looks whether every device's engine is stuck
 
 
 class _Server(uvicorn.Server):
@@ -87,7 +88,6 @@ def serve(converter_options: dict[str, Any], config: ServeConfig, *, verbose: in
     except BaseException:
         conv.close(wait=False)
         raise
-    conv_stall_timeout = conv.config.stall_timeout
     slots = PageSlots(config.max_queue)
     guard = ConnectionGuard(limit, config.header_timeout_s)
     sampler = ResourceSampler(interval=5.0)
@@ -114,27 +114,16 @@ def serve(converter_options: dict[str, Any], config: ServeConfig, *, verbose: in
             error.__cause__ = exc
             stop(error, str(error))
 
-    async def watch_stalls() -> None:
-        """A device whose engine is stuck has its pages failed by the device watchdog (--stall-timeout), but it
-        takes no more: once every device is stuck, the server stops (exit 8) so that it can be restarted."""
-        while not server.should_exit:
-            await asyncio.sleep(STALL_POLL_S)
-            stats = conv.stats()
-            if stats["devices"] and set(stats["stalled"]) >= set(stats["devices"]):
-                why = (f"the engine is stuck on {', '.join(stats['stalled'])} (no page finished for "
-                       f"--stall-timeout {conv_stall_timeout:g} s)")
-                stop(StalledError(why + "; the server stopped"), why)
-                return
-
     @contextlib.asynccontextmanager
     async def lifespan(app):
         sampler.start()
         loading = _in_daemon_thread(load, "load")
-        watching = asyncio.ensure_future(watch_stalls())
+        watchdog = conv.watchdog  # the Converter's: its devices, its decode threads, and now the server
+        stuck = watchdog.watch(_StuckEverywhere(conv.stats, stop, stopping=lambda: server.should_exit))
         try:
             yield
         finally:
-            watching.cancel()
+            watchdog.unwatch(stuck)
             # The engine's batch in progress may finish, but within a bound: a stuck engine must not keep
             # the process (its threads are daemons: they end with it).
             bound = (0 if state.broken else config.drain_s) + BACKSTOP_S
@@ -173,6 +162,31 @@ def serve(converter_options: dict[str, Any], config: ServeConfig, *, verbose: in
         raise UsageError(f"cannot listen on {config.host}:{config.port} (in use, or not an address of this "
                          "machine)")
     return 0
+
+
+class _StuckEverywhere:
+    """The server as the stall watchdog sees it (pipeline/watchdog.py): a device whose engine is stuck has its pages
+    failed by the watchdog (--stall-timeout), but it takes no more; once every device is stuck, the server
+    stops (exit 8) so that it can be restarted; unless it is stopping already (a SIGTERM: exit 0)."""
+
+    def __init__(self, stats: Callable[[], dict[str, Any]], stop: Callable[[OcrbatchError, str], None],
+                 stopping: Callable[[], bool]) -> None:
+        self.stats, self.stop, self.stopping, self.stopped = stats, stop, stopping, False
+
+    def stalled_for(self, now: float) -> float:
+        if self.stopped or self.stopping():
+            return 0.0
+        stats = self.stats()
+        everywhere = bool(stats["devices"]) and set(stats["stalled"]) >= set(stats["devices"])
+        return math.inf if everywhere else 0.0
+
+    def reason(self, timeout: float) -> str:
+        return (f"the engine is stuck on {', '.join(self.stats()['stalled'])} (no page finished for "
+                f"--stall-timeout {timeout:g} s)")
+
+    def give_up(self, why: str) -> None:
+        self.stopped = True
+        self.stop(StalledError(why + "; the server stopped"), why)
 
 
 def _in_daemon_thread(fn: Callable[[], None], name: str) -> asyncio.Future:

@@ -275,9 +275,11 @@ def test_ray_with_continuous_decoding_keeps_every_page_once(seed, pages, tiny_mo
     from ocrbatch.engines.deepseek_ocr2.engine import DeepseekOcr2Engine
 
     fault = Fault.from_seed(seed, POINTS_CONTINUOUS, hangs=HANGS)
+    # One torch thread, as the local paths run (tiny_model): an actor's team of 2 on the 2 cores, spinning at its
+    # barriers, stalled past --stall-timeout when other processes took the cores (notes: 2 CPU hogs)
     code, records, seconds = _convert(DeepseekOcr2Engine, fault, pages, tmp_path / "out", devices="cpu",
                                       max_batch=3, ray="auto", ray_workers=1, engine_options=EngineOptions(
-                                          model=tiny_model, **TOKENS, schedule="continuous"))
+                                          model=tiny_model, **TOKENS, schedule="continuous", threads=1))
     check_run("ray continuous", fault, code, records, seconds, tripped=_tripped(fault, records, code))
 
 

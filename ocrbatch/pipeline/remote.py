@@ -349,8 +349,10 @@ class RayDevices:
         actor = ray.remote(max_restarts=RESTARTS, max_task_retries=0, max_concurrency=self.in_flight + 2,
                            **per)(DeviceHost)
         settings = ReadSettings(config.dpi, config.text_layer, config.max_pixels)
+        # An actor's load is part of its start: it may take --stall-timeout (a stuck engine), and never less than
+        # STARTUP_S (a short --stall-timeout on a busy node must not fail a load that is merely slow)
         self.actors = _started([actor.remote(service, engine_class, settings) for _ in range(count)], STARTUP_S,
-                               config.stall_timeout)
+                               max(STARTUP_S, config.stall_timeout))
         self.load = {i: 0 for i in range(len(self.actors))}  # tasks in flight per live actor
         self.deaths = {i: 0 for i in range(len(self.actors))}
         self.pending: dict[Any, _Sent] = {}  # task -> what was sent
@@ -596,7 +598,7 @@ def _started(actors: list, timeout: float, load_s: float) -> list:
     for them on the cluster, an engine stuck loading or failing to load there) are dropped with a warning rather
     than left holding tasks forever. Raises the load's error (EngineLoadError) when no actor is left."""
     up = _answering(actors, "node", timeout, "started", "the cluster lacks the CPUs or GPUs they ask for")
-    return _answering(up, "ready", load_s, "loaded the engine", "--stall-timeout")
+    return _answering(up, "ready", load_s, "loaded the engine", "the longer of --stall-timeout and 2 minutes")
 
 
 def _answering(actors: list, method: str, timeout: float, what: str, why: str) -> list:

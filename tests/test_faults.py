@@ -248,9 +248,11 @@ def ray_cluster():
     import logging
 
     import engines
+    from ocrbatch.pipeline.cluster import LOCAL_SYSTEM_CONFIG
 
     ray.cloudpickle.register_pickle_by_value(engines)
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
+             _system_config=LOCAL_SYSTEM_CONFIG)  # as --ray local starts it
     yield
     ray.shutdown()
 

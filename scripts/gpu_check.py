@@ -19,11 +19,16 @@ Steps, most telling first; each has a time it needs and is skipped when less is 
      layout, through the whole pipeline, continuous scheduling, the same pages and the same drawn length mix:
      pages/s and tokens/s side by side (vLLM must be importable by this Python: run with PYTHON=... set to
      one that has `ocrbatch[vllm]`; else its row says why not)
+  8. the tiny checkpoint through `ocrbatch convert --ray local`: a private Ray instance on this machine, one GPU
+     actor per device (each builds the local engine on its GPU; continuous decoding, --max-batch auto), beside
+     step 4's continuous run without Ray: actors, pages/s, each actor's device, identical Markdown (Ray must be
+     importable by this Python: `ocrbatch[ray]`; else its row says why not)
 Random weights write noise: the figures are speed, memory and consistency, never accuracy.
 
-`--device cpu --quick` runs steps 1, 2, 4, 5 and 7 on the CPU (7 with the tiny architecture), and
+`--device cpu --quick` runs steps 1, 2, 4, 5, 7 and 8 on the CPU (7 with the tiny architecture; 8 with one CPU
+actor), and
 `--device cpu --quick --self-test` steps 2, 3, 6 and 7 with the tiny architecture: to check this script itself
-where there is no GPU. `--only backends` runs step 7 alone.
+where there is no GPU. `--only backends` runs step 7 alone, `--only ray` step 8 (with step 4's continuous run).
 """
 
 from __future__ import annotations
@@ -112,6 +117,7 @@ def step_environment(device: str) -> None:
 
 
 def convert(inputs: Path, out: Path, model: Path, device: str, *extra: str, timeout: float = 120) -> dict:
+    """`ocrbatch convert` in a subprocess; its --json summary (with `wall_total_s`: the whole command's time)."""
     cmd = [sys.executable, "-m", "ocrbatch", "convert", str(inputs), "-o", str(out), "--engine", "deepseek-ocr2",
            "--model", str(model), "--devices", device, "--json", "-q", *extra]
     t = time.monotonic()
@@ -130,13 +136,19 @@ def same_markdown(a: Path, b: Path) -> tuple[int, int]:
     return same, len(files)
 
 
-def step_tiny_cli(work: Path, tiny: Path, inputs: Path, device: str, max_new: int) -> None:
+CONTINUOUS_AUTO = ["--max-batch", "auto"]  # step 4's continuous run; step 8 runs it on Ray actors
+
+
+def step_tiny_cli(work: Path, tiny: Path, inputs: Path, device: str, max_new: int,
+                  only: tuple[str, ...] = ("static_batch8", "batch1", "continuous_auto")) -> None:
     """`ocrbatch convert` on the dev pages, auto precision: static batches of 8, pages one at a time, and
     continuous decoding with --max-batch auto; how many pages come out byte-identical to the one-at-a-time run."""
     runs = {}
     for label, extra in (("static_batch8", ["--max-batch", "8", "--schedule", "static"]),
                          ("batch1", ["--max-batch", "1", "--schedule", "static"]),
-                         ("continuous_auto", ["--max-batch", "auto"])):
+                         ("continuous_auto", CONTINUOUS_AUTO)):
+        if label not in only:
+            continue
         out = work / f"cli-{label}"
         s = convert(inputs, out, tiny, device, *extra, "--max-new-tokens", str(max_new), "--max-wait-ms", "1000",
                     timeout=max(10.0, min(90.0, left(BUDGET[0]) - 10)))
@@ -148,8 +160,40 @@ def step_tiny_cli(work: Path, tiny: Path, inputs: Path, device: str, max_new: in
             batch_cap=w.get("batch_cap"), slot_efficiency=w.get("slot_efficiency"), wall_s=s.get("wall_s"),
             pages_per_s=s.get("pages_per_s"), dtype=e["dtype"], attention=e["attention"], matmul=e.get("matmul", "-"))
     for label in ("static_batch8", "continuous_auto"):
+        if label not in runs or "batch1" not in runs:
+            continue
         same, total = same_markdown(runs[label], runs["batch1"])
         say("tiny_cli", **{f"identical_markdown_{label}_vs_batch1": f"{same}/{total}"})
+
+
+def step_ray(work: Path, tiny: Path, inputs: Path, device: str, max_new: int) -> None:
+    """Step 4's continuous run under `--ray local`: one actor per GPU (on a CPU, one CPU actor), each building the
+    local engine on its device; its Markdown against step 4's run without Ray."""
+    if importlib.util.find_spec("ray") is None:
+        say("ray_local", skipped="Ray is not importable by this Python (pip install \"ocrbatch[ray]\")")
+        return
+    here = work / "cli-continuous_auto"
+    if not here.is_dir():  # --only ray, or step 4 skipped: its continuous run first
+        step_tiny_cli(work, tiny, inputs, device, max_new, only=("continuous_auto",))
+    out = work / "cli-ray"
+    gpu = device.startswith("cuda")
+    # --devices is the actors' kind under --ray: auto gives one GPU actor per GPU of the (local) cluster
+    s = convert(inputs, out, tiny, "auto" if gpu else "cpu", *CONTINUOUS_AUTO, "--ray", "local",
+                *([] if gpu else ["--ray-workers", "1"]), "--max-new-tokens", str(max_new), "--max-wait-ms", "1000",
+                timeout=max(30.0, min(240.0, left(BUDGET[0]) - 10)))
+    workers = s.get("infer_workers") or []
+    say("ray_local", actors=s["engine"].get("ray_workers"), pages=s["pages"], ok=s["pages_ok"],
+        truncated=s["pages_truncated"], failed=s["pages_failed"], wall_s=s.get("wall_s"),
+        command_s=s["wall_total_s"], pages_per_s=s.get("pages_per_s"),
+        devices=",".join(str(w.get("device")) for w in workers),
+        batch_caps=",".join(str(w.get("batch_cap")) for w in workers), dtype=s["engine"].get("dtype"))
+    same, total = same_markdown(out, here)
+    say("ray_local", identical_markdown_vs_continuous_auto=f"{same}/{total}")
+    if gpu:
+        import torch
+
+        say("ray_local", gpus=torch.cuda.device_count(), one_actor_per_gpu=s["engine"].get("ray_workers")
+            == torch.cuda.device_count())
 
 
 def first_divergence(a: list[int], b: list[int]) -> int | None:
@@ -382,7 +426,7 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="fewer pages and tokens, no real-size model")
     ap.add_argument("--self-test", action="store_true",
                     help="with --device cpu: run the real-size step too, with the tiny architecture")
-    ap.add_argument("--only", choices=("backends",), help="run this step alone")
+    ap.add_argument("--only", choices=("backends", "ray"), help="run this step alone")
     args = ap.parse_args()
     BUDGET[0] = args.budget_s
 
@@ -422,9 +466,13 @@ def main() -> int:
             steps.append(("bench", 20 if args.self_test else 150, lambda: step_bench(
                 args.device, min(200.0, left(args.budget_s) - 120), min(260.0, left(args.budget_s) - 90),
                 args.self_test)))
+        # Step 8 right after step 4, whose continuous run it repeats on Ray actors (one per GPU; on a CPU, one)
+        ray_step = ("ray_local", 60 if args.device.startswith("cuda") else 40,
+                    lambda: step_ray(work, tiny, inputs, args.device, max_new))
         if not args.self_test:
             steps += [
                 ("tiny_cli", 60, lambda: step_tiny_cli(work, tiny, inputs, args.device, max_new)),
+                ray_step,
                 ("tiny_mixed_fp32", 20, lambda: step_mixed_batch(tiny, mixed, args.device, "float32", max_new,
                                                                  "tiny_mixed_batch_float32")),
             ]
@@ -439,7 +487,8 @@ def main() -> int:
         backends = ("backends", 150 if real else 30, lambda: step_backends(
             work, drawn, 64 if real else 6, args.device, 1024 if real else 32, 64 if real else 4, args.budget_s,
             real))
-        steps = [backends] if args.only == "backends" else steps + [backends]
+        only = {"backends": [backends], "ray": [ray_step]}.get(args.only or "")
+        steps = only if only is not None else steps + [backends]
         for name, needs_s, fn in steps:
             if left(args.budget_s) < needs_s:
                 say(name, skipped=f"only {left(args.budget_s):.0f}s left of the budget")

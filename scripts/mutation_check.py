@@ -150,7 +150,7 @@ RELIABILITY = [
              ("tests/test_faults.py::test_convert_with_static_batches_keeps_every_page_once",),
              "an engine that raises while loading is an internal error (exit 1), not exit 5"),
     Mutation("ray-results-unchecked", "ocrbatch/pipeline/remote.py",
-             "    return list(by_ref.values()) + missing\n", "    return results\n",
+             "        return [r for r in self.refs if r not in self.answered]\n", "        return []\n",
              ("tests/test_ledger.py",), "a Ray task that returns too few results loses pages"),
 ]
 

@@ -244,9 +244,11 @@ def ray_cluster():
     import logging
 
     import engines
+    from ocrbatch.pipeline.cluster import LOCAL_SYSTEM_CONFIG
 
     ray.cloudpickle.register_pickle_by_value(engines)
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
+             _system_config=LOCAL_SYSTEM_CONFIG)  # as --ray local starts it
     yield
     ray.shutdown()
 
@@ -275,9 +277,11 @@ def test_ray_with_continuous_decoding_keeps_every_page_once(seed, pages, tiny_mo
     from ocrbatch.engines.deepseek_ocr2.engine import DeepseekOcr2Engine
 
     fault = Fault.from_seed(seed, POINTS_CONTINUOUS, hangs=HANGS)
+    # One torch thread, as the local paths run (tiny_model): an actor's team of 2 on the 2 shared cores took twice
+    # as long beside 2 busy processes
     code, records, seconds = _convert(DeepseekOcr2Engine, fault, pages, tmp_path / "out", devices="cpu",
                                       max_batch=3, ray="auto", ray_workers=1, engine_options=EngineOptions(
-                                          model=tiny_model, **TOKENS, schedule="continuous"))
+                                          model=tiny_model, **TOKENS, schedule="continuous", threads=1))
     check_run("ray continuous", fault, code, records, seconds, tripped=_tripped(fault, records, code))
 
 

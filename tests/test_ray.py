@@ -9,6 +9,7 @@ import pytest
 
 from ocrbatch.config import EngineOptions, RunConfig
 from ocrbatch.errors import EngineLoadError
+from ocrbatch.pipeline.cluster import LOCAL_SYSTEM_CONFIG
 from ocrbatch.pipeline.run import run
 
 import engines
@@ -20,7 +21,8 @@ ray.cloudpickle.register_pickle_by_value(engines)  # the workers get the fault e
 
 @pytest.fixture(scope="module")
 def cluster():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
+             _system_config=LOCAL_SYSTEM_CONFIG)  # as --ray local starts it
     yield
     ray.shutdown()
 
@@ -113,6 +115,25 @@ def test_an_actor_warms_its_engine_before_its_pages_count_against_the_stall_time
     assert all(r["status"] == "ok" for r in manifest(tmp_path / "out"))
 
 
+@pytest.mark.parametrize("fault_engine", [engines.SlowModel], indirect=True)
+def test_an_actor_loads_its_model_first_and_streams_each_page_back_as_it_ends(cluster, tmp_path, fault_engine):
+    """Neither an actor's model load nor a task's whole time counts against --stall-timeout, only the time
+    between pages ending, as on a local run: the actor loads its engine before the driver sends it pages, and
+    streams each page's result back as it ends (three pages of one task, in three batches: different shapes)."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for i, size in enumerate(((500, 400), (300, 900), (1200, 300))):
+        draw_page(f"Page {i}", size).save(folder / f"p{i}.png")
+    model = engines.SlowModel
+    stall_s = model.load_s + 3  # below the load and the first batch together, and below the task's three batches
+    assert stall_s < min(model.load_s + model.batch_s, 3 * model.batch_s)
+    summary = run(RunConfig(inputs=(str(folder),), output=tmp_path / "out", engine=fault_engine, ray="auto",
+                            ray_workers=1, max_batch=3, stall_timeout=stall_s))
+    assert summary.exit_code == 0 and summary.counts["ok"] == 3, (summary.counts, summary.failures)
+    assert summary.figures["batches"] == 1 and summary.engine["ray_workers"] == 1  # one task
+    [actor] = summary.figures["infer_workers"]
+    assert actor["batches"] == 3, actor  # its pages ended one batch after another
+
 def test_workers_leave_text_layer_furniture_out_unless_kept(cluster, tmp_path):
     from test_layout_textlayer import report_with_furniture
 
@@ -203,3 +224,38 @@ def test_an_out_of_memory_error_in_a_decoding_step_on_an_actor_lowers_its_cap_an
     assert len(manifest(tmp_path / "out")) == 4
     [actor] = summary.figures["infer_workers"]
     assert actor["batch_cap"] < 4  # lowered by the out-of-memory error inside a decoding step
+
+
+def test_a_poster_page_rendered_below_the_dpi_records_the_dpi_it_got_as_a_local_run_does(cluster, tmp_path):
+    """A page too large for --dpi is rendered within the pixel budget on the actor: its record and page JSON carry
+    the dpi it really got, as a local run's do (a reader turns pixels back into points with it)."""
+    import json
+
+    poster = tmp_path / "in" / "poster.pdf"
+    poster.parent.mkdir()
+    draw_page("A very large poster", (1000, 1000)).save(poster, resolution=5)  # 200 inches square
+    pages = {}
+    for where, ray_options in (("local", {}), ("remote", {"ray": "auto", "ray_workers": 1})):
+        out = tmp_path / where
+        summary = run(RunConfig.build((str(poster.parent),), out, engine="fake", formats="md,json", **ray_options))
+        assert summary.counts["ok"] == 1
+        (record,) = manifest(out)
+        pages[where] = (record["info"], json.loads((out / record["output"]).with_suffix(".json").read_text()))
+    (info, page), (local_info, local_page) = pages["remote"], pages["local"]
+    assert info["dpi_capped"] and info["dpi"] == page["dpi"] < 150
+    assert (info["dpi"], page["dpi"], page["width"], page["height"]) == \
+        (local_info["dpi"], local_page["dpi"], local_page["width"], local_page["height"])
+
+
+def test_the_workers_of_a_local_instance_compute_at_the_priority_of_the_run():
+    """`--ray local`: Ray starts its workers at niceness 15, below everything else on the machine; the engine's
+    actors then starved beside any busy process (the driver itself included) where a run without Ray does not."""
+    import subprocess
+    import sys
+
+    probe = ("import os, ray\nfrom ocrbatch.pipeline import cluster\ncluster.connect('local')\n"
+             "print(ray.get(ray.remote(num_cpus=0)(lambda: os.nice(0)).remote()), os.nice(0))\ncluster.shutdown()\n")
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    worker, driver = map(int, r.stdout.split()[-2:])
+    assert worker == driver

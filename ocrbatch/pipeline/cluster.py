@@ -10,6 +10,12 @@ from typing import Any
 
 from ..errors import EngineLoadError, error_line
 
+# A private instance's workers run at the driver's priority. Ray starts worker processes at niceness 15 (the
+# driver at 0): on a machine with other work, that starved the actors holding the engine (2 busy processes:
+# an actor's start took 45-97 s instead of 8, its pages stalled past --stall-timeout), where a run without Ray
+# computes at the user's priority. Tests that start their own instance use it too.
+LOCAL_SYSTEM_CONFIG = {"worker_niceness": 0}
+
 
 def connect(address: str) -> None:
     """Join the cluster at `address`: auto (RAY_ADDRESS, or the cluster this machine is part of),
@@ -23,7 +29,7 @@ def connect(address: str) -> None:
     kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.ERROR}
     try:
         if address == "local":
-            ray.init(**kwargs)
+            ray.init(**kwargs, _system_config=LOCAL_SYSTEM_CONFIG)
         else:
             ray.init(address=address, **kwargs)
     except ConnectionError as exc:

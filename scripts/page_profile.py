@@ -70,11 +70,9 @@ def instrument(engine) -> None:
     if engine._cls is not None:
         wrap(engine._cls, "upside_down", "orientation classifier")
     first, second = engine._rec, engine._reread
-    wrap(first, "__call__", "recognizer: first")  # instance attribute: the engine calls it as self._rec(...)
-    engine._rec = first.__call__
+    wrap(first, "read", "recognizer: first")  # instance attribute: the engine calls self._rec.read(...)
     if second is not None:
-        wrap(second, "__call__", "recognizer: re-read")
-        engine._reread = second.__call__
+        wrap(second, "read", "recognizer: re-read")
     wrap(rapid, "layout_page", "layout")
     wrap(rapid, "page_markdown", "layout")
     wrap(atomic, "atomic_write", "writing")

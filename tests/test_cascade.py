@@ -70,13 +70,45 @@ def test_the_threshold_is_honoured_at_0_and_at_1(engines):
     assert "reread" not in _read(engines(model_size="small"), page)[0].info["confidence"]  # no cascade, no count
 
 
+def _reading(text: str, probs: list[float]):
+    from ocrbatch.engines.cascade import Reading
+
+    return Reading(text, sum(probs) / max(1, len(probs)), tuple(probs))
+
+
 def test_at_0_no_line_is_read_again_and_at_1_every_line_even_a_sure_or_odd_one():
     from ocrbatch.engines.rapid import needs_second_reading
 
-    sure, unsure, odd = ("Plain words", 1.0), ("Plain words", 0.5), ("Plain 漢字 words", 0.99)
-    assert [needs_second_reading(t, s, 0.0) for t, s in (sure, unsure, odd)] == [False, False, False]
-    assert [needs_second_reading(t, s, 1.0) for t, s in (sure, unsure, odd)] == [True, True, True]
-    assert [needs_second_reading(t, s, 0.98) for t, s in (sure, unsure, odd)] == [False, True, True]
+    sure = _reading("Plain words", [1.0] * 11)
+    unsure = _reading("Plain words", [0.5] * 11)
+    odd = _reading("Plain 漢字 words", [0.99] * 14)
+    assert [needs_second_reading(r, 0.0) for r in (sure, unsure, odd)] == [False, False, False]
+    assert [needs_second_reading(r, 1.0) for r in (sure, unsure, odd)] == [True, True, True]
+    assert [needs_second_reading(r, 0.98) for r in (sure, unsure, odd)] == [False, True, True]
+
+
+def test_one_doubtful_word_in_a_long_sure_line_is_enough_to_read_it_again():
+    # Forty sure characters and a doubtful word of eight: the line's mean hides them (it is above the default
+    # threshold), its weakest characters do not.
+    from ocrbatch.engines.rapid import needs_second_reading
+
+    below = EngineOptions().reread_below
+    text = "The total amount due is 1,234.56 euros, paid by card"
+    long_line = _reading(text, [0.999] * 40 + [0.93] * 8)
+    assert long_line.score >= below
+    assert needs_second_reading(long_line, below)
+    clean = _reading(text, [0.999] * 47 + [0.93])
+    assert not needs_second_reading(clean, below)  # one soft character in a long line: no second reading
+
+
+def test_sureness_is_a_low_quantile_of_the_character_probabilities():
+    from ocrbatch.engines.cascade import sureness
+
+    probs = [1.0] * 4 + [0.5] + [1.0] * 5  # the doubtful character mid-line
+    assert sureness(_reading("abcdefghij", probs), 0.0) == 0.5  # the least sure character
+    assert sureness(_reading("abcdefghij", probs), 0.5) == 1.0  # the median
+    assert abs(sureness(_reading("abcdefghij", probs), 0.1) - 0.95) < 1e-9  # between the two lowest
+    assert sureness(_reading("", []), 0.1) == 0.0
 
 
 def test_a_failure_in_the_second_model_fails_only_its_page(engines):

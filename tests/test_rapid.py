@@ -96,10 +96,10 @@ def test_space_hidden_behind_blank_frames_is_restored():
     idx = np.array([1, 0, 0, 0, 2, 0])
     best = np.ones(6, np.float32)
     quiet = np.zeros(6, np.float32)
-    assert rec._decode(idx, best, quiet, 6)[0] == "ab"
+    assert rec._decode(idx, best, quiet, 6).text == "ab"
     hint = quiet.copy()
     hint[2] = 0.3  # the space class came close in the gap
-    assert rec._decode(idx, best, hint, 6)[0] == "a b"
+    assert rec._decode(idx, best, hint, 6).text == "a b"
 
 
 def test_no_space_is_made_up_beside_a_full_stop_in_file_names_and_addresses():
@@ -113,9 +113,9 @@ def test_no_space_is_made_up_beside_a_full_stop_in_file_names_and_addresses():
     rec.space = 5
     word = np.array([1, 0, 3, 0, 0, 4, 0])  # "e", 1 blank, ".", 2 blanks, "t"
     hint = np.full(7, 0.3, np.float32)
-    assert rec._decode(word, np.ones(7, np.float32), hint, 7)[0] == "e.t"
+    assert rec._decode(word, np.ones(7, np.float32), hint, 7).text == "e.t"
     sentence = np.array([1, 0, 3, 0, 0, 0, 0, 4, 0])  # "e.", 4 blanks, "t"
-    assert rec._decode(sentence, np.ones(9, np.float32), np.full(9, 0.3, np.float32), 9)[0] == "e. t"
+    assert rec._decode(sentence, np.ones(9, np.float32), np.full(9, 0.3, np.float32), 9).text == "e. t"
 
 
 def test_stray_cjk_output_is_dropped_on_a_latin_page():
@@ -184,7 +184,7 @@ def test_a_converter_takes_the_model_size_from_the_environment_and_resume_never_
     with Converter.from_env({"OCRBATCH_MODEL_SIZE": "tiny", "OCRBATCH_KEEP_FURNITURE": "yes"}) as conv:
         summary = conv.convert(tmp_path / "page.png", out)
     assert summary.engine["models"].startswith("PP-OCRv6 tiny")
-    assert manifest(out)[-1]["engine"] == "rapidocr/ppocrv6-tiny@0.98+furniture"
+    assert manifest(out)[-1]["engine"] == "rapidocr/ppocrv6-tiny@0.987+furniture"
     with Converter(model_size="small") as conv:  # another size: the page is read again, not skipped
         summary = conv.convert(tmp_path / "page.png", out)
     assert summary.counts["ok"] == 1 and summary.counts.get("skipped", 0) == 0

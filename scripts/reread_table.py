@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""Which lines should the cascade read again? An offline table of every detected line of the dev corpus and
+the stress set: the tiny recognizer's text and its per-frame evidence, and the small recognizer's text.
+
+    python scripts/reread_table.py build [--cache /tmp/reread.pkl]     # reads every line with both (minutes)
+    python scripts/reread_table.py report [--cache /tmp/reread.pkl]    # signals: re-read share vs dissimilarity
+
+For each way of telling an unsure line (a signal computed from the tiny recognizer's CTC output: the mean
+character probability, the cascade's default before issue 26; a low quantile of them, ocrbatch/engines/cascade.py's
+sureness; the least sure character; margins to the runner-up class; ...), and for shares of the lines' width
+read again (the small recognizer's time goes with the width it reads), the report gives the dissimilarity left
+to small alone (character edits between the kept reading and small's, over small's characters): a better
+signal leaves less for the same width.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pickle
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+
+def build(cache: Path, sets: list[str], keep_crops: bool = False) -> None:
+    import tempfile
+
+    import corpus_bench as bench
+    from ocrbatch.config import EngineOptions
+    from ocrbatch.engines import ppocr, rapid, registry
+
+    pages = []
+    if "dev" in sets:
+        pages += [("dev", n, im) for n, im in bench.named_pages(bench.DEFAULT_DEV, 150)]
+    if "stress" in sets:
+        work = Path(tempfile.mkdtemp(prefix="reread-"))
+        pages += [("stress", n, im) for n, im in bench.stress_pages(work)]
+    engine = registry.create("rapidocr", EngineOptions(model_size="auto", reread_below=1.0))
+    engine.load("cpu")
+    tiny, small = engine._rec, engine._reread
+    rows = []
+    t0 = time.perf_counter()
+    for k, (kind, name, image) in enumerate(pages):
+        state = rapid._Page(rapid._bgr(image))
+        engine._detect(state)
+        for j, crop in enumerate(state.crops):
+            probs = tiny.sess.run(None, {tiny.input: ppocr.recognizer_input([crop])})[0][0]
+            frames = int(np.ceil(crop.shape[1] / ppocr.REC_STRIDE)) + 1
+            probs = probs[:frames]
+            idx = probs.argmax(axis=1)
+            top2 = np.sort(probs, axis=1)[:, -2:]
+            text, score = tiny([crop])[0]
+            stext, sscore = small([crop])[0]
+            rows.append({"set": kind, "page": name, "line": j, "width": crop.shape[1], "tiny": text,
+                         "tiny_score": score, "small": stext, "small_score": sscore, "idx": idx.astype(np.int32),
+                         "best": top2[:, 1].astype(np.float32), "second": top2[:, 0].astype(np.float32),
+                         "blank": probs[:, 0].astype(np.float32), "space": probs[:, tiny.space].astype(np.float32),
+                         "crop": crop if keep_crops else None})
+        print(f"  {k + 1}/{len(pages)} pages, {len(rows)} lines ({time.perf_counter() - t0:.0f} s)",
+              file=sys.stderr, flush=True)
+    engine.close()
+    cache.write_bytes(pickle.dumps(rows))
+
+
+def edits(a: str, b: str) -> int:
+    if a == b:
+        return 0
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i] + [0] * len(b)
+        for j, cb in enumerate(b, 1):
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb))
+        prev = cur
+    return prev[-1]
+
+
+def signals(r: dict) -> dict[str, float]:
+    """Ways of summing up how sure the tiny recognizer was of a line; lower = less sure."""
+    idx, best, second, blank = r["idx"], r["best"], r["second"], r["blank"]
+    keep = idx != 0
+    keep[1:] &= idx[1:] != idx[:-1]
+    if not keep.any():
+        return {k: 0.0 for k in ("mean", "min", "q10", "margin_min", "n_low90", "gap_min", "prod", "frame_err",
+                                 "char_err")}
+    emitted = best[keep]
+    # a character class's probability wherever the frame's winner is blank: a missed character
+    nonblank = np.where(idx == 0, 1.0 - blank, 0.0)
+    # the least sure frame anywhere: the winner's margin over the runner-up (blank included)
+    margin = best - second
+    return {
+        "mean": float(emitted.mean()),
+        "min": float(emitted.min()),
+        "q10": float(np.quantile(emitted, 0.1)),
+        "margin_min": float(margin.min()),
+        "n_low90": -float((emitted < 0.9).sum()),
+        "gap_min": float(1.0 - nonblank.max()),
+        "prod": float(np.exp(np.log(np.maximum(emitted, 1e-6)).sum())),
+        "frame_err": -float((1.0 - best).sum() / len(best)),
+        "char_err": -float((1.0 - emitted).sum() / len(best)),
+    }
+
+
+def report(cache: Path) -> None:
+    from ocrbatch.engines.rapid import _odd
+
+    rows = pickle.loads(cache.read_bytes())
+    for r in rows:
+        r["sig"] = signals(r)
+        r["odd"] = _odd(r["tiny"])
+        r["e_tiny"] = edits(r["tiny"], r["small"])
+    n = len(rows)
+    total = sum(len(r["small"]) for r in rows)
+    diff = [r for r in rows if r["e_tiny"]]
+    print(f"{n} lines, {len(diff)} where tiny differs from small; tiny alone dissimilarity "
+          f"{sum(r['e_tiny'] for r in rows) / total:.4f}; odd lines {sum(r['odd'] for r in rows)}")
+    weights = np.array([r["width"] for r in rows], float)  # the second recognizer's cost goes with width
+    odd = np.array([r["odd"] for r in rows])
+    e = np.array([r["e_tiny"] for r in rows], float)
+    for name in rows[0]["sig"]:
+        vals = np.array([r["sig"][name] for r in rows])
+        order = np.argsort(vals, kind="stable")
+        cost = np.cumsum(weights[order]) / weights.sum()
+        print(f"\n{name}: share of line width re-read -> dissimilarity left (threshold, share of lines)")
+        for share in (0.10, 0.15, 0.20, 0.25, 0.30, 0.37):
+            k = int(np.searchsorted(cost, share))
+            t = vals[order[min(k, len(order) - 1)]]
+            sel = (vals < t) | odd
+            print(f"  width {weights[sel].sum() / weights.sum():.3f} left {e[~sel].sum() / total:.4f}"
+                  f"   (t={t:.4f}, lines {sel.mean():.3f})")
+    cur = np.array([r["sig"]["mean"] < 0.98 or r["odd"] for r in rows])
+    print(f"\ncurrent (mean < 0.98 or odd): width {weights[cur].sum() / weights.sum():.3f} lines {cur.mean():.3f},"
+          f" left {e[~cur].sum() / total:.4f}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("what", choices=("build", "report"))
+    ap.add_argument("--cache", type=Path, default=Path("/tmp/reread.pkl"))
+    ap.add_argument("--sets", default="dev,stress")
+    ap.add_argument("--crops", action="store_true", help="keep each line's crop in the table (about 400 MB)")
+    a = ap.parse_args(argv)
+    if a.what == "build":
+        build(a.cache, a.sets.split(","), a.crops)
+    else:
+        report(a.cache)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

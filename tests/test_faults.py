@@ -285,6 +285,21 @@ def test_ray_with_continuous_decoding_keeps_every_page_once(seed, pages, tiny_mo
     check_run("ray continuous", fault, code, records, seconds, tripped=_tripped(fault, records, code))
 
 
+def test_an_engine_stuck_on_the_last_pages_of_a_ray_run_still_ends_it_as_stalled(pages, tiny_model, ray_cluster,
+                                                                                 tmp_path):
+    """The actor's device watchdog fails the pages of an engine stuck making its output, and they stream back as
+    the run's last results: the run ends at once, and must still end as stalled (exit 8), not as a run whose
+    pages merely failed (make faults found it: seed 20959 ended with exit 3)."""
+    from ocrbatch.engines.deepseek_ocr2.engine import DeepseekOcr2Engine
+
+    fault = Fault(at="output", nth=1, kind="hang", sticky=False)
+    code, records, seconds = _convert(DeepseekOcr2Engine, fault, pages, tmp_path / "out", devices="cpu",
+                                      max_batch=3, ray="auto", ray_workers=1, engine_options=EngineOptions(
+                                          model=tiny_model, **TOKENS, schedule="continuous", threads=1))
+    assert code == ExitCode.STALLED, (code, records)
+    check_run("ray continuous", fault, code, records, seconds, tripped=_tripped(fault, records, code))
+
+
 def test_a_hung_engine_is_failed_by_the_watchdog_with_a_whole_manifest(pages, tmp_path):
     """Every page waits behind a batch that never returns: the pages in flight fail as stalled, exit 8."""
     fault = Fault(at="infer", nth=1, kind="hang")

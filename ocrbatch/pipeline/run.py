@@ -108,6 +108,7 @@ class _Run:
         finally:
             for t in threads:
                 t.join(timeout=5 if self.crash or self.aborted or not self.results.closed else None)
+            self.service.watchdog.check()  # a last look: a device stuck as the last pages came back stops it too
             self.service.watchdog.unwatch(self.stall)
             if self.devices is not None:
                 self.devices.watchers.remove(self.stats)

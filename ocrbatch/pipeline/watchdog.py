@@ -55,6 +55,7 @@ class Watchdog:
         self._name = name
         self._things: list[Stallable] = []
         self._lock = threading.Lock()
+        self._looking = threading.Lock()  # one look at a time: the thread's, or a run's last one at its end
         self._closing = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -73,16 +74,17 @@ class Watchdog:
 
     def check(self, now: float | None = None) -> int:
         """One look: every thing stuck longer than the timeout is given up. Returns how many were."""
-        now = time.monotonic() if now is None else now
-        with self._lock:
-            things = list(self._things)
-        stuck = [t for t in things if t.stalled_for(now) > self.timeout]
-        for thing in stuck:
-            try:
-                thing.give_up(thing.reason(self.timeout))
-            except Exception:  # noqa: BLE001 - the watchdog keeps watching the others
-                log.exception("the stall watchdog could not give up %r", thing)
-        return len(stuck)
+        with self._looking:
+            now = time.monotonic() if now is None else now
+            with self._lock:
+                things = list(self._things)
+            stuck = [t for t in things if t.stalled_for(now) > self.timeout]
+            for thing in stuck:
+                try:
+                    thing.give_up(thing.reason(self.timeout))
+                except Exception:  # noqa: BLE001 - the watchdog keeps watching the others
+                    log.exception("the stall watchdog could not give up %r", thing)
+            return len(stuck)
 
     def _run(self) -> None:
         while not self._closing.wait(self.poll):

@@ -653,21 +653,8 @@ def default_workers() -> int:
     return min(4, available_cpus())
 
 
-@rows_as_fields(engine_side)
-class ServiceConfig:
-    """The engine side of a run, kept by a Converter across runs (pipeline/service.py): the engine's options and
-    RunConfig's fields of the engine side (the rows to RUN_CONFIG whose scope has ENGINE: engine_side), of the
-    same names: RunConfig.service copies them. A row added there is a field here too (_with_fields)."""
-
-    engine: str = _default("engine")
-    engine_options: EngineOptions = field(default_factory=EngineOptions)
-    devices: str = _default("devices")
-    max_batch: int = MAX_BATCH_START  # the first cap (a BatchCap from --max-batch: `.auto`, it grows)
-    max_wait_ms: int = _default("max_wait_ms")
-    workers: int = 4  # decode threads feeding it (sizes the buffers)
-    ray: str | None = None
-    starve_ms: int = _default("starve_ms")  # the longest a bulk page waits while interactive pages come
-    stall_timeout: float = _default("stall_timeout")  # a device with pages in hand and none finished for this long
+class _Batching:
+    """What ServiceConfig and RunConfig derive from their batching fields (max_batch, max_wait_ms, starve_ms)."""
 
     @property
     def max_batch_auto(self) -> bool:
@@ -683,9 +670,25 @@ class ServiceConfig:
         return self.starve_ms / 1000.0
 
 
+@rows_as_fields(engine_side)
+class ServiceConfig(_Batching):
+    """The engine side of a run, kept by a Converter across runs (pipeline/service.py): the engine's options and
+    RunConfig's fields of the engine side (the rows to RUN_CONFIG whose scope has ENGINE: engine_side), of the
+    same names: RunConfig.service copies them. A row added there is a field here too (_with_fields)."""
+
+    engine: str = _default("engine")
+    engine_options: EngineOptions = field(default_factory=EngineOptions)
+    devices: str = _default("devices")
+    max_batch: int = MAX_BATCH_START  # the first cap (a BatchCap from --max-batch: `.auto`, it grows)
+    max_wait_ms: int = _default("max_wait_ms")
+    workers: int = 4  # decode threads feeding it (sizes the buffers)
+    ray: str | None = None
+    starve_ms: int = _default("starve_ms")  # the longest a bulk page waits while interactive pages come
+    stall_timeout: float = _default("stall_timeout")  # a device with pages in hand and none finished for this long
+
 
 @typed_config
-class RunConfig:
+class RunConfig(_Batching):
     """One run: the rows of OPTIONS to RUN_CONFIG (a field declared here documents it, or gives a default of its
     own to direct construction; the others come from their rows: see typed_config), and the engine's."""
 
@@ -730,15 +733,6 @@ class RunConfig:
                     o = row_of(type(part), f.name)
                     if o is not None and (why := o.ray_problem(getattr(part, f.name))) is not None:
                         raise UsageError(f"{o.flag} with --ray: {why}")
-
-    @property
-    def max_batch_auto(self) -> bool:
-        """--max-batch auto: the cap grows while throughput gains (gpu/throughput.py)."""
-        return getattr(self.max_batch, "auto", False)
-
-    @property
-    def max_wait_s(self) -> float:
-        return self.max_wait_ms / 1000.0
 
     @classmethod
     def build(cls, inputs: Iterable[str], output: str | os.PathLike, **values: Any) -> "RunConfig":

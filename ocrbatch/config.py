@@ -357,6 +357,10 @@ OPTIONS: tuple[Option, ...] = (
            "wheel's models at first use (needs the onnx package; cached under ~/.cache/ocrbatch/int8). Opt-in: "
            "faster on CPUs with VNNI, but reads fewer words right (ocrbatch doctor says which runs).", ENGINE_FLAG,
            to=ENGINE_OPTIONS),
+    Option("runtime", "text", "auto", "rapidocr: what runs its models: auto (OpenVINO where it is installed, else "
+           "onnxruntime), openvino or onnxruntime. OpenVINO is faster, and computes in bfloat16 on CPUs with AMX "
+           "(ocrbatch doctor says which runs).", ENGINE_FLAG, choices=("auto", "openvino", "onnxruntime"),
+           to=ENGINE_OPTIONS),
     Option("keep_furniture", "switch", False, "Keep running heads and feet, page numbers and margin stamps (left "
            "out by default; rapidocr and PDF text layers).", ENGINE_FLAG, to=ENGINE_OPTIONS),
     Option("debug_layout", "path", None, "Write a picture of each page's layout here: its blocks, their kinds and "
@@ -623,6 +627,7 @@ class EngineOptions:
     model_size: str = _default("model_size")  # rapidocr: auto (the cascade), small, or tiny (engines/rapid.py)
     reread_below: float = _default("reread_below")  # rapidocr's cascade: lines less sure than it are read again
     int8: bool = _default("int8")  # rapidocr: static int8 copies of the recognizers (engines/int8.py)
+    runtime: str = _default("runtime")  # rapidocr: auto | openvino | onnxruntime (engines/runtimes.py)
     keep_furniture: bool = _default("keep_furniture")  # keep running heads and feet, page numbers, margin stamps
     backend: str = _default("backend")  # deepseek-ocr2: transformers or vllm (engines/registry.py: _BACKENDS)
     debug_layout: Path | None = _default("debug_layout")  # a folder: a picture of each page's layout

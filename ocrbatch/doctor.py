@@ -169,7 +169,7 @@ def check_int8(environ: "dict[str, str] | None" = None) -> Finding:
     onnx = importlib.util.find_spec("onnx") is not None
     data = {"variant": "int8" if asked else "float32", "vnni": vnni, "onnx": onnx, "cache": str(int8.cache_dir())}
     if not asked:
-        return Finding("rapidocr recognizers", None, f"float32; int8 is opt-in (--int8): faster, but reads fewer "
+        return Finding("rapidocr recognizers", None, f"float32 weights; int8 is opt-in (--int8): faster, but reads fewer "
                        f"words right ({cpu}; the int8 copies build at first use"
                        f"{'' if onnx else ', with pip install onnx'})", data)
     if not onnx:
@@ -177,6 +177,31 @@ def check_int8(environ: "dict[str, str] | None" = None) -> Finding:
                        "missing, so it cannot be built: pip install onnx", data)
     return Finding("rapidocr recognizers", None, f"int8, asked for by OCRBATCH_INT8 ({cpu}); copies cached in "
                    f"{int8.cache_dir()}, built at first use", data)
+
+
+def check_runtime(environ: "dict[str, str] | None" = None) -> Finding:
+    """What runs the rapidocr models (--runtime, OCRBATCH_RUNTIME) and in which precision, and why."""
+    from .config import OPTION
+    from .engines import runtimes
+
+    environ = os.environ if environ is None else environ
+    asked = environ.get("OCRBATCH_RUNTIME") or OPTION["runtime"].default
+    try:
+        runtime = runtimes.pick(asked)
+    except runtimes.RuntimeUnavailable as exc:
+        return Finding("rapidocr runtime", False, str(exc), {"asked": asked, "runtime": None})
+    amx = _cpu_has("amx_bf16")
+    if runtime == "openvino":
+        precision = runtimes.default_precision()
+        why = ("bfloat16 as this CPU has AMX" if precision == "bf16" else
+               f"{precision}: this CPU has no AMX for bfloat16")
+        detail = f"openvino {_version('openvino')}, {why}" + (" (asked for)" if asked != "auto" else "")
+    else:
+        precision = "f32"
+        detail = f"onnxruntime {_version('onnxruntime')}, float32" + (
+            " (asked for)" if asked != "auto" else ": OpenVINO is not installed (pip install openvino: faster)")
+    return Finding("rapidocr runtime", None, detail,
+                   {"asked": asked, "runtime": runtime, "precision": precision, "amx": amx})
 
 
 def _cpu_has(flag: str) -> bool:
@@ -304,6 +329,7 @@ def findings() -> list[Finding]:
     found += engines
     found.insert(found.index(next(f for f in engines if f.name == EMBEDDED)) + 1 if any(
         f.name == EMBEDDED for f in engines) else len(found), check_int8())
+    found.insert(found.index(next(f for f in found if f.name == "rapidocr recognizers")), check_runtime())
     found.append(check_backends(next((f for f in engines if f.name == "deepseek-ocr2"),
                                      Finding("deepseek-ocr2", False, ""))))
     cache = hub_cache()

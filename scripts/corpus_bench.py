@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """`make bench`: the embedded engine's speed/accuracy frontier, beside tesseract, in one sitting.
 
-For each profile (a set of `convert` flags: `auto`, the default cascade; `tiny`; tiny alone; `small`; int8
-copies), on ../shared/bench/dev (its pages/ and pdfs/ folders) and the layout stress set (bench/stress,
+For each profile (a set of `convert` flags: `auto`, the default cascade; `tiny`; tiny alone; `small`; the
+same on onnxruntime rather than OpenVINO; int8 copies), on ../shared/bench/dev (its pages/ and pdfs/ folders) and the layout stress set (bench/stress,
 rendered at 150 dpi), prints one row:
 
     profile   pages/s   × tesseract   dev CER   dev BoW-F1   stress CER   lines re-read   peak RSS
@@ -46,6 +46,10 @@ PROFILES = (
     ("tiny alone", ["--model-size", "tiny", "--reread-below", "0"]),
     ("tiny", ["--model-size", "tiny"]),
     ("small", ["--model-size", "small"]),
+    # the same on onnxruntime, the runtime where OpenVINO is not installed (engines/runtimes.py)
+    ("auto onnxruntime", ["--runtime", "onnxruntime"]),
+    ("tiny alone onnxruntime", ["--model-size", "tiny", "--reread-below", "0", "--runtime", "onnxruntime"]),
+    ("small onnxruntime", ["--model-size", "small", "--runtime", "onnxruntime"]),
     ("auto int8", ["--int8"]),
     ("small int8", ["--model-size", "small", "--int8"]),
 )

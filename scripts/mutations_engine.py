@@ -1,11 +1,11 @@
-"""The embedded engine's cascade and int8 cache as mutations for scripts/mutation_check.py (its ENGINE table):
+"""The embedded engine's cascade, int8 cache and runtimes as mutations for scripts/mutation_check.py (its ENGINE table):
 each breaks one promise of engines/rapid.py or engines/int8.py and names the test that must notice."""
 
 from __future__ import annotations
 
 from mutation_check import Mutation
 
-_K, _Q = "tests/test_cascade.py::", "tests/test_int8.py::"
+_K, _Q, _R = "tests/test_cascade.py::", "tests/test_int8.py::", "tests/test_runtimes.py::"
 
 ENGINE = [
     Mutation("cascade-never-rereads", "ocrbatch/engines/rapid.py",
@@ -26,7 +26,8 @@ ENGINE = [
              (_K + "test_at_0_no_line_is_read_again_and_at_1_every_line_even_a_sure_or_odd_one",),
              "--reread-below 0 still reads lines again"),
     Mutation("cascade-second-model-loaded-at-0", "ocrbatch/engines/rapid.py",
-             "if reread is None or self.options.reread_below <= 0 else", "if reread is None else",
+             "                    if reread is not None and self.options.reread_below > 0 else None,",
+             "                    if reread is not None else None,",
              (_K + "test_the_threshold_is_honoured_at_0_and_at_1",),
              "--reread-below 0 still loads the second recognizer (its memory and load time for nothing)"),
     Mutation("cascade-failure-fails-batch", "ocrbatch/engines/rapid.py",
@@ -63,4 +64,16 @@ ENGINE = [
              "    with _locked(target.with_suffix(\".lock\")):", "    with open(os.devnull):",
              (_Q + "test_two_processes_building_at_once_both_end_with_the_same_file",),
              "two processes that start at once both build, and one's file replaces the other's under it"),
+    Mutation("runtime-missing-not-said", "ocrbatch/engines/runtimes.py",
+             "    if not installed(runtime):\n", "    if False:\n",
+             (_R + "test_without_openvino_auto_falls_back_to_onnxruntime_and_asking_for_it_is_a_load_error",),
+             "--runtime openvino without OpenVINO fails with an import traceback's words, not what to install"),
+    Mutation("openvino-size-rounded-down", "ocrbatch/engines/runtimes.py",
+             "        return int(math.ceil(m / step) * step)", "        return int(m // step * step)",
+             (_R + "test_openvino_sizes_are_few_and_pad_little",),
+             "a line or page is cut to the size below, losing its end, instead of padded to the one above"),
+    Mutation("openvino-auto-not-preferred", "ocrbatch/engines/runtimes.py",
+             '        return "openvino" if installed("openvino") else "onnxruntime"', '        return "onnxruntime"',
+             (_R + "test_auto_is_openvino_where_installed",),
+             "the default runs on the slower runtime although the faster one is installed"),
 ]

@@ -50,7 +50,7 @@ def build(cache: Path, sets: list[str], keep_crops: bool = False) -> None:
         state = rapid._Page(rapid._bgr(image))
         engine._detect(state)
         for j, crop in enumerate(state.crops):
-            probs = tiny.sess.run(None, {tiny.input: ppocr.recognizer_input([crop])})[0][0]
+            probs = tiny.model(ppocr.recognizer_input([crop], tiny.model.size_for))[0]
             frames = int(np.ceil(crop.shape[1] / ppocr.REC_STRIDE)) + 1
             probs = probs[:frames]
             idx = probs.argmax(axis=1)

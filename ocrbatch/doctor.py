@@ -180,7 +180,7 @@ def check_int8(environ: "dict[str, str] | None" = None) -> Finding:
 
 
 def check_runtime(environ: "dict[str, str] | None" = None) -> Finding:
-    """What runs the rapidocr models (--runtime, OCRBATCH_RUNTIME) and in which precision, and why."""
+    """What runs the rapidocr recognizers (--runtime, OCRBATCH_RUNTIME) and in which precision, and why."""
     from .config import OPTION
     from .engines import runtimes
 
@@ -190,18 +190,19 @@ def check_runtime(environ: "dict[str, str] | None" = None) -> Finding:
         runtime = runtimes.pick(asked)
     except runtimes.RuntimeUnavailable as exc:
         return Finding("rapidocr runtime", False, str(exc), {"asked": asked, "runtime": None})
-    amx = _cpu_has("amx_bf16")
+    ov = runtimes.default_precision()  # '' when OpenVINO is not installed
     if runtime == "openvino":
-        precision = runtimes.default_precision()
-        why = ("bfloat16 as this CPU has AMX" if precision == "bf16" else
-               f"{precision}: this CPU has no AMX for bfloat16")
-        detail = f"openvino {_version('openvino')}, {why}" + (" (asked for)" if asked != "auto" else "")
+        precision = ov
+        why = "bfloat16, as this CPU has AMX" if ov == "bf16" else f"{ov}: this CPU has no AMX for bfloat16"
+        detail = f"recognizers on openvino {_version('openvino')}, {why}" + (" (asked for)" if asked != "auto" else "")
     else:
         precision = "f32"
-        detail = f"onnxruntime {_version('onnxruntime')}, float32" + (
-            " (asked for)" if asked != "auto" else ": OpenVINO is not installed (pip install openvino: faster)")
-    return Finding("rapidocr runtime", None, detail,
-                   {"asked": asked, "runtime": runtime, "precision": precision, "amx": amx})
+        why = (" (asked for)" if asked != "auto" else
+               ": OpenVINO is not installed" if not ov else
+               ": this CPU has no AMX, and OpenVINO in float32 is no faster")
+        detail = f"recognizers on onnxruntime {_version('onnxruntime')}, float32{why}"
+    return Finding("rapidocr runtime", None, detail + "; the detector on onnxruntime",
+                   {"asked": asked, "runtime": runtime, "precision": precision, "amx": ov == "bf16"})
 
 
 def _cpu_has(flag: str) -> bool:

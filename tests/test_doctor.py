@@ -46,6 +46,9 @@ def test_doctor_json_reports_the_install_and_exits_0(tmp_path):
     if importlib.util.find_spec("vllm") is None:
         assert "vLLM is not installed" in backends["vllm"] and "ocrbatch[vllm]" in backends["detail"]
     assert "CPUExecutionProvider" in checks["onnxruntime"]["providers"]
+    runtime = checks["rapidocr runtime"]  # what runs the recognizers, and why
+    assert runtime["runtime"] == ("openvino" if runtime["amx"] else "onnxruntime")
+    assert runtime["detail"].startswith(f"recognizers on {runtime['runtime']}")
     variant = checks["rapidocr recognizers"]  # which recognizers run, and why
     assert variant["variant"] == "float32" and "int8 is opt-in (--int8)" in variant["detail"]
     assert isinstance(checks["flash-attn"]["installed"], bool)

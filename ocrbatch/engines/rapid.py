@@ -132,7 +132,8 @@ class RapidOcrEngine(Engine):
         # The models are prepared side by side (OpenVINO compiles each: 0.1-0.2 s); at --reread-below 0 no
         # line is read again, so the second recognizer is not even loaded.
         with ThreadPoolExecutor(self.workers, thread_name_prefix="rapidocr-load") as pool:
-            jobs = {"det": pool.submit(self._load, models / ppocr.MODELS[det][0]),
+            # the detector on onnxruntime whatever the runtime: see engines/runtimes.py
+            jobs = {"det": pool.submit(runtimes.OnnxRuntimeModel, models / ppocr.MODELS[det][0]),
                     "rec": pool.submit(self._recognizer, models, rec),
                     "reread": pool.submit(self._recognizer, models, reread)
                     if reread is not None and self.options.reread_below > 0 else None,
@@ -190,9 +191,9 @@ class RapidOcrEngine(Engine):
     def device_facts(self) -> dict[str, Any]:
         # the second recognizer, loaded only for a cascade with a threshold above 0
         reread_by = PROFILES[self._size].reread if getattr(self, "_reread", None) is not None else None
-        det = getattr(self, "_det", None)
+        rec = getattr(self, "_rec", None)
         return {"threads": self.workers, "recognizers": getattr(self, "variant", "float32"), "reread_by": reread_by,
-                "runtime": f"{det.runtime} {det.precision}" if det is not None else None}
+                "runtime": f"{rec.model.runtime} {rec.model.precision}" if rec is not None else None}
 
     # -- one batch -----------------------------------------------------------------------------
     def infer(self, pages: Sequence[PageImage]) -> list[PageOutput | Exception]:

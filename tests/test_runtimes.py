@@ -138,3 +138,20 @@ def test_threads_making_their_first_calls_at_once_never_hang():
     for _ in range(10):
         r = subprocess.run([sys.executable, "-c", FIRST_CALLS_AT_ONCE], capture_output=True, text=True, timeout=60)
         assert r.returncode == 0, r.stderr
+
+
+def test_convert_runtime_flag_and_variable_as_a_user_runs_them(tmp_path):
+    """`--runtime onnxruntime` (and OCRBATCH_RUNTIME) from the command line: the page is read, and the run's
+    JSON summary says what ran the recognizers."""
+    import json
+
+    from conftest import run_cli
+
+    letter().save(tmp_path / "letter.png")
+    r = run_cli("convert", str(tmp_path / "letter.png"), "-o", str(tmp_path / "a"), "--json", "--runtime", "onnxruntime")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["engine"]["runtime"] == "onnxruntime f32"
+    assert "harvest of apples" in " ".join(_words((tmp_path / "a" / "letter.md").read_text()))
+    r = run_cli("convert", str(tmp_path / "letter.png"), "-o", str(tmp_path / "b"), "--json",
+                env={"OCRBATCH_RUNTIME": "nonesuch"})
+    assert r.returncode == 2 and "nonesuch" in r.stderr and len(r.stderr.strip().splitlines()) == 1

@@ -125,7 +125,6 @@ class RapidOcrEngine(Engine):
             self.runtime = runtimes.pick(self.options.runtime)
         except runtimes.RuntimeUnavailable as exc:
             raise EngineLoadError(str(exc)) from exc
-        self._load = lambda path, runtime=self.runtime: runtimes.load(path, runtime, self.workers)
         self.variant = "int8" if self.options.int8 else "float32"
         self._cascade = reread is not None
         cls = models / ppocr.CLS_MODEL  # without it, pages are read as they come
@@ -137,7 +136,7 @@ class RapidOcrEngine(Engine):
                     "rec": pool.submit(self._recognizer, models, rec),
                     "reread": pool.submit(self._recognizer, models, reread)
                     if reread is not None and self.options.reread_below > 0 else None,
-                    "cls": pool.submit(self._load, cls) if cls.is_file() else None}
+                    "cls": pool.submit(runtimes.load, cls, self.runtime, self.workers) if cls.is_file() else None}
             try:
                 loaded = {k: job.result() if job is not None else None for k, job in jobs.items()}
             except EngineLoadError:
@@ -165,7 +164,9 @@ class RapidOcrEngine(Engine):
             except Int8Unavailable as exc:
                 raise EngineLoadError(f"--int8: {exc}") from exc
             runtime = "onnxruntime"  # the int8 copies are onnxruntime's quantized format, measured on it
-        return ppocr.Recognizer(self._load(model, runtime), models / ppocr.MODELS[size][2])
+        from .runtimes import load
+
+        return ppocr.Recognizer(load(model, runtime, self.workers), models / ppocr.MODELS[size][2])
 
     def close(self) -> None:
         pool = getattr(self, "_pool", None)

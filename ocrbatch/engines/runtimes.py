@@ -36,7 +36,9 @@ from pathlib import Path
 
 import numpy as np
 
-RUNTIMES = ("auto", "openvino", "onnxruntime")  # --runtime
+from ..config import OPTION
+
+RUNTIMES = OPTION["runtime"].choices  # --runtime: auto, openvino, onnxruntime
 SHAPE_BITS = 2  # OpenVINO's input sizes: 2**SHAPE_BITS of them per doubling, padded by under 1/2**SHAPE_BITS
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from mutation_check import Mutation
 
 _K, _Q, _R = "tests/test_cascade.py::", "tests/test_int8.py::", "tests/test_runtimes.py::"
+_G = "tests/test_rapid_layouts.py::"
 
 ENGINE = [
     Mutation("cascade-never-rereads", "ocrbatch/engines/rapid.py",
@@ -82,4 +83,19 @@ ENGINE = [
              "",
              (_R + "test_threads_making_their_first_calls_at_once_never_hang",),
              "a run whose threads start reading at once can hang for ever in OpenVINO's binding (about one in five)"),
+    Mutation("gutter-counted-over-the-page", "ocrbatch/engines/ppocr.py",
+             "        count[ink] = 0\n        if blank.any():", "        if blank.any():",
+             (_G + "test_gaps_that_line_up_within_a_column_between_lines_of_ink_are_not_a_gutter",),
+             "gaps that line up in a few rows between lines of prose (a display equation) are cut as a gutter"),
+    Mutation("gutter-strip-only-its-blank-rows", "ocrbatch/engines/ppocr.py",
+             "            top[new] = np.where(np.isnan(ceiling[new]), quads[k][:, 1].min(), ceiling[new])",
+             "            top[new] = quads[k][:, 1].min()",
+             (_G + "test_the_last_rows_of_two_columns_run_together_are_cut_at_the_gutter_the_rows_above_leave_white",),
+             "the last rows of two columns run across their gutter stay whole: the columns' order breaks there"),
+    Mutation("gutter-share-of-the-whole-page", "ocrbatch/engines/ppocr.py",
+             "        mask = blank & (size >= GUTTER_LINES) & (last - first >= GUTTER_ROWS * height)",
+             "        mask = blank & (size >= GUTTER_LINES) & (last - first >= GUTTER_ROWS * height) & "
+             "(size >= 0.25 * len(rows))",
+             (_G + "test_a_sheets_article_with_its_lines_run_across_its_gutter_is_cut_into_its_columns",),
+             "on a sheet of articles, one article's lines run across its gutter stay whole"),
 ]

@@ -201,3 +201,74 @@ def test_a_typewritten_paragraph_is_read_sentence_by_sentence(rapid, size, pitch
     pos = [text.find(m) for m in ("sample.bib", "texmftree", "example.com/docs", "info@example.org",
                                   "version2.4", "main.texfiles")]
     assert -1 not in pos and pos == sorted(pos), md
+
+
+# -- the gutter split (ppocr.split_at_gutters), on line crops drawn here -----------------------------
+
+LINE_H = 27  # a detected line's box on a 150 dpi page
+
+
+def _line_crop(x0: int, x1: int, y: int, blank: tuple[int, int] | None = None):
+    """A detected line from page x0 to x1 at y as ppocr.crop_line gives it (48 rows high): letters every
+    few pixels, white over the page xs `blank` (a gutter, or a wide gap)."""
+    import numpy as np
+
+    from ocrbatch.engines.ppocr import REC_HEIGHT
+
+    scale = REC_HEIGHT / LINE_H
+    crop = np.full((REC_HEIGHT, int((x1 - x0) * scale), 3), 255, np.uint8)
+    for x in range(2, crop.shape[1] - 4, 9):
+        crop[10:38, x:x + 4] = 0
+    if blank is not None:
+        crop[:, int((blank[0] - x0) * scale):int((blank[1] - x0) * scale)] = 255
+    quad = np.array([[x0, y], [x1, y], [x1, y + LINE_H], [x0, y + LINE_H]], np.float32)
+    return crop, quad
+
+
+def _split(lines):
+    import numpy as np
+
+    from ocrbatch.engines.ppocr import split_at_gutters
+
+    crops, quads = split_at_gutters([c for c, _ in lines], np.stack([q for _, q in lines]))
+    return sorted((int(q[:, 0].min()), int(q[:, 0].max()), int(q[0, 1])) for q in quads)
+
+
+def test_a_sheets_article_with_its_lines_run_across_its_gutter_is_cut_into_its_columns():
+    # A newspaper's sheet: one wide article on top, under it an article in two columns whose six lines the
+    # detector ran across the 22 px gutter. Counted over the whole page the wide article's lines outnumber
+    # the blank ones; the strip of white under it still runs down the lower article, line after line.
+    top = [_line_crop(100, 1140, 100 + 32 * i) for i in range(20)]
+    lower = [_line_crop(100, 1140, 800 + 32 * i, blank=(610, 632)) for i in range(6)]
+    pieces = _split(top + lower)
+    lower_pieces = [p for p in pieces if p[2] >= 800]
+    assert len(lower_pieces) == 12, pieces
+    assert sorted(p[1] < 640 for p in lower_pieces) == [False] * 6 + [True] * 6  # a left and a right column
+    assert all(p[1] < 640 or p[0] > 600 for p in lower_pieces), pieces
+    assert [p for p in pieces if p[2] < 800] == [(100, 1140, 100 + 32 * i) for i in range(20)]
+
+
+def test_the_last_rows_of_two_columns_run_together_are_cut_at_the_gutter_the_rows_above_leave_white():
+    # Under a masthead that runs over the gutter, two columns of seven lines each, found line by line, then
+    # three last rows the detector ran across the gutter: too few rows to be a gutter on their own, but
+    # the strip of white runs on above them, beside the columns' own lines, up to the masthead.
+    masthead = [_line_crop(100, 1140, 60)]
+    columns = [_line_crop(x0, x1, 120 + 32 * i) for i in range(7) for x0, x1 in ((100, 610), (632, 1140))]
+    run_together = [_line_crop(100, 1140, 344 + 32 * i, blank=(610, 632)) for i in range(3)]
+    pieces = _split(masthead + columns + run_together)
+    assert len([p for p in pieces if p[2] >= 344]) == 6, pieces
+    assert all(p[1] < 640 or p[0] > 600 for p in pieces if p[2] >= 120), pieces
+
+
+def test_gaps_that_line_up_within_a_column_between_lines_of_ink_are_not_a_gutter():
+    # Two displayed equations of two rows each, their gaps aligned, a line of prose between them and prose
+    # above and below that runs over the same x with ink there: no gutter, nothing is cut.
+    def prose(y):
+        return _line_crop(100, 1140, y)
+
+    def equation(y):
+        return [_line_crop(300, 940, y + 32 * i, blank=(600, 640)) for i in range(2)]
+
+    lines = [prose(100 + 32 * i) for i in range(4)] + equation(228) + [prose(292)] + equation(324)
+    lines += [prose(388 + 32 * i) for i in range(4)]
+    assert len(_split(lines)) == 13

@@ -229,44 +229,35 @@ def crop_line(bgr: np.ndarray, quad: np.ndarray, height: int = REC_HEIGHT) -> np
 
 
 GAP = 0.45  # a blank stretch inside a line crop (crop heights) that may separate two columns...
-GUTTER_LINES = 3  # lines with a gap at the same x that make it a gutter...
-GUTTER_ROWS = 4.5  # ...spread over at least this many line heights down the page...
-GUTTER_SHARE = 0.25  # ...if they are this share of the long lines running over that x (word spaces line up far less)
+GUTTER_LINES = 3  # ...where this many lines running over it one under the other are all blank there...
+GUTTER_ROWS = 4.5  # ...over at least this many line heights down the page
 
 
 def split_at_gutters(crops: list[np.ndarray], quads: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
     """Cut detected lines that run across a column gutter into their pieces.
 
-    On pages with narrow gutters (three-column newsletters, IEEE papers) the detector often joins
-    the lines of neighbouring columns into one box. A blank stretch inside a line separates two
-    columns (wide justified word spaces come close to a narrow gutter, and an equation or a
-    receipt line has wider ones) only where at least `GUTTER_LINES` lines have a blank stretch
-    over the same x on the page, spread over several rows, and a good share of the lines over that
-    x do. The pieces' quads follow the original's top
-    and bottom edges, so a skewed line stays skewed.
+    On pages with narrow gutters (three-column newsletters, IEEE papers, a newspaper's sheet of articles)
+    the detector often joins the lines of neighbouring columns into one box, the more so at a smaller
+    scale. A blank stretch inside a line separates two columns (wide justified word spaces come close to
+    a narrow gutter, and an equation or a receipt line has wider ones) only where it lies in a gutter: a
+    vertical strip of white that at least `GUTTER_LINES` lines running over it, one under the other, leave
+    blank, and that runs `GUTTER_ROWS` line heights or more between the lines with ink there above and
+    below it (`gutters`). Lines that stop short of the strip (the columns' own lines, not joined) neither
+    make nor break it; a line running over it with ink there (a heading across the columns, a paragraph of
+    one wide column) ends it. Word spaces rarely line up so, and a display equation's gaps only over its
+    own few rows between lines of prose. The test is local: on a sheet of several articles, each with its
+    own columns, the articles above and below say nothing of one article's gutter (a share of all the
+    lines over that x, taken down the whole page, missed the gutters of such sheets). The pieces' quads
+    follow the original's top and bottom edges, so a skewed line stays skewed.
     """
     gaps = [_blank_runs(c, q) for c, q in zip(crops, quads)]
-    width = int(max((q[:, 0].max() for q in quads), default=0)) + 2
-    lines = np.zeros(width + 1, np.int32)  # how many long lines run over each page x
-    blank = np.zeros(width + 1, np.int32)  # how many of them are blank there
-    top = np.full(width + 1, np.inf)  # highest and lowest of those blank lines
-    bottom = np.full(width + 1, -np.inf)
-    for q, runs, c in zip(quads, gaps, crops):
-        if c.shape[1] < 6 * c.shape[0]:
-            continue
-        lines[int(max(0, q[:, 0].min())):int(q[:, 0].max()) + 1] += 1
-        for a, b in runs:
-            span = slice(int(_page_x(q, a / c.shape[1])), int(_page_x(q, b / c.shape[1])) + 1)
-            blank[span] += 1
-            top[span] = np.minimum(top[span], q[:, 1].min())
-            bottom[span] = np.maximum(bottom[span], q[:, 1].max())
     height = float(np.median(np.linalg.norm(quads[:, 3] - quads[:, 0], axis=1))) if len(quads) else 0.0
-    # a gutter runs down the page; a display equation's gaps line up only over its own few rows
-    gutter = (blank >= GUTTER_LINES) & (blank >= GUTTER_SHARE * lines) & (bottom - top >= GUTTER_ROWS * height)
+    cut_at = gutters(crops, quads, gaps, height)
     out_crops, out_quads = [], []
-    for c, q, runs in zip(crops, quads, gaps):
+    for k, (c, q, runs) in enumerate(zip(crops, quads, gaps)):
         h, w = c.shape[:2]
-        cuts = [(a, b) for a, b in runs if gutter[int(_page_x(q, a / w)):int(_page_x(q, b / w)) + 1].any()]
+        cuts = [(a, b) for a, b in runs
+                if k in cut_at and cut_at[k][int(_page_x(q, a / w)):int(_page_x(q, b / w)) + 1].any()]
         if not cuts:
             out_crops.append(c)
             out_quads.append(q)
@@ -278,6 +269,65 @@ def split_at_gutters(crops: list[np.ndarray], quads: np.ndarray) -> tuple[list[n
             out_crops.append(np.ascontiguousarray(c[:, a:b]))
             out_quads.append(_sub_quad(q, a / w, b / w))
     return out_crops, np.array(out_quads, np.float32).reshape(-1, 4, 2)
+
+
+def gutters(crops: list[np.ndarray], quads: np.ndarray, gaps: list[list[tuple[int, int]]],
+            height: float) -> dict[int, np.ndarray]:
+    """The lines whose blank stretches lie in a gutter: line index -> a mask over page x of where they do.
+
+    The long lines are taken top to bottom. At each x, those running over it make a sequence, and a run of
+    consecutive ones that are blank at x is a gutter when it holds `GUTTER_LINES` lines and its strip, from
+    the foot of the line with ink at x above it to the head of the one below (or the run's own first and
+    last lines where there is none), is `GUTTER_ROWS` line heights or more. One pass down the page counts
+    each run as it grows; one pass up hands each member its run's final size and extent.
+    """
+    long = sorted((k for k, c in enumerate(crops) if c.shape[1] >= 6 * c.shape[0]),
+                  key=lambda k: float(quads[k][:, 1].mean()))
+    if sum(1 for k in long if gaps[k]) < GUTTER_LINES:
+        return {}
+    width = int(max(q[:, 0].max() for q in quads)) + 2
+    rows = []  # (line, the xs it runs over, the xs where it is blank)
+    for k in long:
+        q, c = quads[k], crops[k]
+        over = np.zeros(width, bool)
+        over[int(max(0, q[:, 0].min())):int(q[:, 0].max()) + 1] = True
+        blank = np.zeros(width, bool)
+        for a, b in gaps[k]:
+            blank[int(_page_x(q, a / c.shape[1])):int(_page_x(q, b / c.shape[1])) + 1] = True
+        rows.append((k, over, blank & over))
+    count = np.zeros(width, np.int32)  # down the page: blank lines so far in the run at x...
+    top = np.zeros(width, np.float32)  # ...and where its strip of white begins
+    ceiling = np.full(width, np.nan, np.float32)  # the foot of the last line with ink at x
+    sofar: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for k, over, blank in rows:
+        ink = over & ~blank
+        count[ink] = 0
+        if blank.any():
+            new = blank & (count == 0)
+            top[new] = np.where(np.isnan(ceiling[new]), quads[k][:, 1].min(), ceiling[new])
+            count[blank] += 1
+            sofar[k] = (count.copy(), top.copy())
+        ceiling[ink] = quads[k][:, 1].max()
+    size = np.zeros(width, np.int32)  # up the page: the size and extent of the run at x
+    first = np.zeros(width, np.float32)
+    last = np.zeros(width, np.float32)
+    floor = np.full(width, np.nan, np.float32)  # the head of the next line with ink at x
+    found: dict[int, np.ndarray] = {}
+    for k, over, blank in reversed(rows):
+        ink = over & ~blank
+        size[ink] = 0
+        if not blank.any():
+            floor[ink] = quads[k][:, 1].min()
+            continue
+        ends = blank & (size == 0)  # the run's last line
+        n, t = sofar[k]
+        size[ends], first[ends] = n[ends], t[ends]
+        last[ends] = np.where(np.isnan(floor[ends]), quads[k][:, 1].max(), floor[ends])
+        floor[ink] = quads[k][:, 1].min()
+        mask = blank & (size >= GUTTER_LINES) & (last - first >= GUTTER_ROWS * height)
+        if mask.any():
+            found[k] = mask
+    return found
 
 
 def _blank_runs(crop: np.ndarray, quad: np.ndarray) -> list[tuple[int, int]]:

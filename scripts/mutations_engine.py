@@ -93,8 +93,8 @@ ENGINE = [
              (_G + "test_the_last_rows_of_two_columns_run_together_are_cut_at_the_gutter_the_rows_above_leave_white",),
              "the last rows of two columns run across their gutter stay whole: the columns' order breaks there"),
     Mutation("gutter-share-of-the-whole-page", "ocrbatch/engines/ppocr.py",
-             "        mask = blank & (size >= GUTTER_LINES) & (last - first >= GUTTER_ROWS * height)",
-             "        mask = blank & (size >= GUTTER_LINES) & (last - first >= GUTTER_ROWS * height) & "
+             "            mask = blank & (size >= GUTTER_LINES) & (last - first >= GUTTER_ROWS * height)",
+             "            mask = blank & (size >= GUTTER_LINES) & (last - first >= GUTTER_ROWS * height) & "
              "(size >= 0.25 * len(rows))",
              (_G + "test_a_sheets_article_with_its_lines_run_across_its_gutter_is_cut_into_its_columns",),
              "on a sheet of articles, one article's lines run across its gutter stay whole"),

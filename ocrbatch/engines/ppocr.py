@@ -286,7 +286,7 @@ def gutters(crops: list[np.ndarray], quads: np.ndarray, gaps: list[list[tuple[in
     if sum(1 for k in long if gaps[k]) < GUTTER_LINES:
         return {}
     width = int(max(q[:, 0].max() for q in quads)) + 2
-    rows = []  # (line, the xs it runs over, the xs where it is blank)
+    rows = []  # (line, the xs where it has ink, the xs where it is blank), for the xs it runs over
     for k in long:
         q, c = quads[k], crops[k]
         over = np.zeros(width, bool)
@@ -294,13 +294,12 @@ def gutters(crops: list[np.ndarray], quads: np.ndarray, gaps: list[list[tuple[in
         blank = np.zeros(width, bool)
         for a, b in gaps[k]:
             blank[int(_page_x(q, a / c.shape[1])):int(_page_x(q, b / c.shape[1])) + 1] = True
-        rows.append((k, over, blank & over))
+        rows.append((k, over & ~blank, blank & over))
     count = np.zeros(width, np.int32)  # down the page: blank lines so far in the run at x...
     top = np.zeros(width, np.float32)  # ...and where its strip of white begins
     ceiling = np.full(width, np.nan, np.float32)  # the foot of the last line with ink at x
     sofar: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    for k, over, blank in rows:
-        ink = over & ~blank
+    for k, ink, blank in rows:
         count[ink] = 0
         if blank.any():
             new = blank & (count == 0)
@@ -313,20 +312,17 @@ def gutters(crops: list[np.ndarray], quads: np.ndarray, gaps: list[list[tuple[in
     last = np.zeros(width, np.float32)
     floor = np.full(width, np.nan, np.float32)  # the head of the next line with ink at x
     found: dict[int, np.ndarray] = {}
-    for k, over, blank in reversed(rows):
-        ink = over & ~blank
+    for k, ink, blank in reversed(rows):
         size[ink] = 0
-        if not blank.any():
-            floor[ink] = quads[k][:, 1].min()
-            continue
-        ends = blank & (size == 0)  # the run's last line
-        n, t = sofar[k]
-        size[ends], first[ends] = n[ends], t[ends]
-        last[ends] = np.where(np.isnan(floor[ends]), quads[k][:, 1].max(), floor[ends])
+        if blank.any():
+            ends = blank & (size == 0)  # the run's last line
+            n, t = sofar[k]
+            size[ends], first[ends] = n[ends], t[ends]
+            last[ends] = np.where(np.isnan(floor[ends]), quads[k][:, 1].max(), floor[ends])
+            mask = blank & (size >= GUTTER_LINES) & (last - first >= GUTTER_ROWS * height)
+            if mask.any():
+                found[k] = mask
         floor[ink] = quads[k][:, 1].min()
-        mask = blank & (size >= GUTTER_LINES) & (last - first >= GUTTER_ROWS * height)
-        if mask.any():
-            found[k] = mask
     return found
 
 

@@ -162,15 +162,29 @@ def convert(inputs: list[str] = typer.Argument(..., help="Files, folders, or - t
     _setup_logging(report.quiet, report.verbose)
     output = options["output"]
 
+    clash = _json_clash(inputs, output) if report.json else None  # stdout itself is where its error would go
+
     def convert_all() -> ExitCode:
         from .converter import Converter
 
+        if clash is not None:
+            raise UsageError(clash)
         if output is None:
             raise UsageError("missing -o/--output DIR (or OCRBATCH_OUTPUT): where the Markdown files go")
         converter = Converter(**_converter_options(options))
         return _run_convert(converter, inputs, output, report, _run_options(options))
 
-    _exit_with(convert_all, report.verbose, as_json=report.json, output=output)
+    _exit_with(convert_all, report.verbose, as_json=report.json and clash is None, output=output)
+
+
+def _json_clash(inputs: list[str], output: Path | None) -> str | None:
+    """Why --json's stdout must not be written (`> FILE` names what the run reads or keeps), or None."""
+    from .safefiles import RunFiles, stdout_path
+
+    target = stdout_path()
+    clash = RunFiles.of(inputs, output).clash(target) if target is not None else None
+    return None if clash is None else (f"--json: stdout goes to {target}, which is {clash}: ocrbatch never writes "
+                                       "over it (send it elsewhere)")
 
 
 def _exit_with(command: Callable[[], int], verbose: int, as_json: bool = False,
@@ -226,7 +240,7 @@ def _convert_and_report(converter, inputs: list[str], output: Path, report: conf
     quiet, verbose, as_json = report.quiet, report.verbose, report.json
     to_stdout = str(output) == "-"
     follow, work = (_stdout_run(inputs, as_json, run["formats"], run["join"]) if to_stdout else (None, output))
-    reporter = _reporter(report, converter.engine, output)
+    reporter = _reporter(report, converter.engine, output, inputs)
     try:
         with converter, reporter, catch_stop_signals():  # SIGINT/TERM/HUP: stop taking pages, end with a summary
             summary = converter.convert(inputs, work, stdin=sys.stdin if "-" in inputs else None,
@@ -269,10 +283,13 @@ def _stdout_run(inputs: list[str], as_json: bool, formats: tuple[str, ...], join
     return StdoutPrinter(stdout_binary(), announce=several), Path(tempfile.mkdtemp(prefix="ocrbatch-stdout-"))
 
 
-def _reporter(report: config.Report, engine: str, output: Path):
+def _reporter(report: config.Report, engine: str, output: Path, inputs: list[str]):
     from .metrics import MetricsFile
+    from .safefiles import RunFiles
     from .ui import Reporter
 
+    if report.metrics_file is not None:  # never an input, the manifest, a lock, a page's output...
+        RunFiles.of(inputs, output).check(report.metrics_file, "--metrics-file")
     metrics = MetricsFile(report.metrics_file) if report.metrics_file is not None else None
     return Reporter(mode=Reporter.choose_mode(quiet=report.quiet, progress=not report.no_progress),
                     log_every=report.log_every, metrics=metrics, about={"engine": engine, "output": str(output)},

@@ -17,6 +17,10 @@ CAPPED_DPI = "ocrbatch_capped_dpi"  # the image's info key for the dpi a capped 
 # PDFium keeps what it parsed of every page it has loaded (page dictionaries, image streams, fonts) until the
 # document is closed: a 2,000-page scan would hold all of it. The document is reopened after this many pages.
 REOPEN_EVERY = 64
+# A PDF's page count is what its page tree claims (/Count). It is believed only within these bounds: a
+# 700-byte file claiming a million pages would otherwise be a million failed records (issue 39, B5).
+MAX_DOCUMENT_PAGES = 100_000  # the most pages ocrbatch reads from one document: more fails it as one record
+MIN_PAGE_BYTES = 1  # each page takes at least a reference in the file ("3 0 R"): a claim over size/this is false
 
 
 def _why(exc: Exception) -> str:
@@ -120,6 +124,37 @@ class PdfHandle:
                 raise DecodeError(f"cannot read the text layer: {_why(exc)}") from exc
         return PageText(chars, width, height, rotation, image_area / max(1.0, width * height))
 
+    def held_pages(self, size: int) -> int:
+        """How many pages the page tree really holds: its claim (/Count), bounded by MAX_DOCUMENT_PAGES and the
+        file's `size`, then checked by finding the last page's dictionary (a claim past the pages the tree
+        holds, a loop or a cut tree, is cut at the first page not found: by bisection, PDFium resolving
+        pages in order). DecodeError when the claim cannot be right at all."""
+        import pypdfium2.raw as raw
+
+        claimed = self.page_count
+        if claimed > MAX_DOCUMENT_PAGES:
+            raise DecodeError(f"the PDF claims {claimed:,} pages, over the {MAX_DOCUMENT_PAGES:,} ocrbatch reads "
+                              "from one document (split it)")
+        if claimed * MIN_PAGE_BYTES > size:
+            raise DecodeError(f"the PDF claims {claimed:,} pages, more than its {size:,} bytes can hold "
+                              "(a damaged page tree)")
+        with LOCK:
+            box = raw.FS_SIZEF()
+
+            def found(index: int) -> bool:
+                return bool(raw.FPDF_GetPageSizeByIndexF(self._doc.raw, index, box))
+
+            if claimed == 0 or found(claimed - 1):
+                return claimed
+            lo, hi = 0, claimed - 1  # pages [0, lo) found (none known yet); page hi not found
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if found(mid):
+                    lo = mid + 1
+                else:
+                    hi = mid
+            return lo
+
     def close(self) -> None:
         with LOCK:
             self._doc.close()
@@ -136,9 +171,22 @@ class PageText:
     image_cover: float  # the largest image's share of the page area
 
 
-def page_count(path: Path) -> int:
+@dataclass(frozen=True)
+class PageTree:
+    """A PDF's pages as counted: `held` found in its page tree, of the `claimed` it says it has."""
+
+    held: int
+    claimed: int
+
+
+def page_tree(path: Path, size: int) -> PageTree:
+    """The PDF's page count, checked (PdfHandle.held_pages); DecodeError when it cannot be believed."""
     handle = PdfHandle(path)
     try:
-        return handle.page_count
+        return PageTree(handle.held_pages(size), handle.page_count)
     finally:
         handle.close()
+
+
+def page_count(path: Path) -> int:
+    return page_tree(path, path.stat().st_size).held

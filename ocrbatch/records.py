@@ -23,6 +23,11 @@ class Kind(str, enum.Enum):
     GIF = "gif"
 
 
+# The names a walk takes as documents without looking inside (any other file is taken when its first bytes are
+# a PDF's or an image's: pipeline/discover.py).
+DOC_SUFFIXES = frozenset({".pdf", ".png", ".jpg", ".jpeg", ".jpe", ".jfif", ".tif", ".tiff", ".webp", ".bmp", ".gif"})
+
+
 class Status(str, enum.Enum):
     OK = "ok"
     SKIPPED = "skipped"  # done by an earlier run for the same file and engine

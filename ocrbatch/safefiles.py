@@ -9,6 +9,10 @@ is opened, and read within bounds.
     read_text(path, what, limit)    a small file's text (None: nothing there); over `limit` bytes: UsageError
     lines(fh, limit)                a binary file's lines; one over `limit` bytes comes as None, skipped whole
 
+What a write could overwrite is checked too (`RunFiles.check`): the metrics file, the file --json's stdout goes
+to, the --debug-layout folder and each --join file may never be an input, a folder the run reads, the manifest
+(a part's too), a lock, or a page's output; each such path is one line and exit 2 (UsageError).
+
 A FIFO would block the run forever (a SIGTERM included), a character device such as /dev/zero or /dev/full
 would be read without end, and a device replaced by a rename would be gone (as root, /dev/null): each is one
 line and exit 2 instead (UsageError), naming the path and what it is.
@@ -19,10 +23,12 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from pathlib import Path
-from typing import BinaryIO, Iterator
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import BinaryIO, Iterable, Iterator
 
 from .errors import UsageError
+from .records import DOC_SUFFIXES
 
 _KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
           (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
@@ -118,3 +124,69 @@ def lines(fh: BinaryIO, limit: int) -> Iterator[bytes | None]:
             yield None
             continue
         yield line.rstrip(b"\r\n")
+
+
+# The output folder's own files, by name (manifest.py, pipeline/lock.py, records.page_output): no other write of
+# the run may take one.
+_KEPT = (("manifest*.jsonl", "the manifest"), ("*.lock", "a lock file"), (".*", "a file the run keeps (hidden)"),
+         ("*.md", "a page's output (or a joined document)"), ("*.json", "a page's JSON output"))
+
+
+@dataclass(frozen=True)
+class RunFiles:
+    """What a run reads and keeps: its inputs (files and folders, as named) and its output folder."""
+
+    inputs: tuple[Path, ...]
+    output: Path | None = None
+
+    @classmethod
+    def of(cls, inputs: Iterable[str], output: Path | str | None) -> "RunFiles":
+        named = tuple(_real(Path(i)) for i in inputs if i != "-")
+        return cls(named, None if output is None or str(output) == "-" else _real(Path(output)))
+
+    def clash(self, path: Path, folder: bool = False, own: bool = False) -> str | None:
+        """What `path` is of the run's, in words ("an input of the run"...), or None when a write there (a
+        folder's, with `folder`) replaces nothing the run reads or keeps. `own`: one of the output folder's
+        own files (a --join file), checked against the inputs only."""
+        where = _real(path)
+        for given in self.inputs:
+            if where == given:
+                return "a folder the run reads" if given.is_dir() else "an input of the run"
+            if given in where.parents and given.is_dir():
+                if folder:
+                    continue  # a folder inside an input folder: discovery leaves it out (written_folders)
+                if where.suffix.lower() in DOC_SUFFIXES or where.is_dir():
+                    return f"inside the input folder {given}: a document the run reads"
+        if self.output is not None and not (folder or own) and (where == self.output or self.output in where.parents):
+            rel = PurePosixPath(where.relative_to(self.output).as_posix())
+            if len(rel.parts) > 1:
+                return f"inside the output folder {self.output}, among the pages' files"
+            for pattern, what in _KEPT:
+                if rel.match(pattern):
+                    return f"{what} in the output folder {self.output}"
+        return None
+
+    def check(self, path: Path, what: str, folder: bool = False) -> None:
+        """UsageError when `path` (the `what` a run writes) could overwrite what the run reads or keeps."""
+        clash = self.clash(path, folder)
+        if clash is not None:
+            raise UsageError(f"{what} {path} is {clash}: ocrbatch never writes {'into' if folder else 'over'} it "
+                             "(choose another path)")
+
+
+def _real(path: Path) -> Path:
+    """`path` absolute, its links resolved as far as they exist (what a write there would replace)."""
+    try:
+        return Path(os.path.realpath(os.path.expanduser(path)))
+    except (OSError, ValueError):
+        return Path(os.path.abspath(path))
+
+
+def stdout_path() -> Path | None:
+    """The regular file stdout writes to (`> FILE`), when it is one; None for a terminal, a pipe..."""
+    try:
+        if not stat.S_ISREG(os.fstat(1).st_mode):
+            return None
+        return Path(os.readlink("/proc/self/fd/1"))
+    except (OSError, ValueError):
+        return None

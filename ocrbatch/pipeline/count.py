@@ -64,9 +64,11 @@ class PageCounter:
                     n += 1  # a failed file: one record
                     continue
                 try:
-                    _, count, _ = discover.probe(cand)
+                    probed = discover.probe_file(cand)
+                    count = probed.count
                     # a selection that names none of its pages fails the file: one record
                     n += (len(self.pages.select(count)) or 1) if self.pages else count
+                    n += probed.missing(cand.display, cand.path, self.pages) is not None  # the pages a damaged PDF claims and lacks: one record
                 except Exception:  # noqa: BLE001 - discovery records it as one failed file
                     n += 1
         except Exception:  # noqa: BLE001 - a count is a nicety: without it the total comes with discovery

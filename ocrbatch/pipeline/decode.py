@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import os
 import queue
 import threading
 import time
@@ -22,7 +23,7 @@ from .. import confidence, pdfium
 from ..config import RunConfig
 from ..engines.base import Front
 from ..errors import DecodeError, EngineLoadError, OcrbatchError, error_line
-from ..images import DEFAULT_MAX_PIXELS, check_size, open_image, to_rgb, too_small
+from ..images import DEFAULT_MAX_PIXELS, MULTIFRAME, check_size, open_image, to_rgb, too_small
 from ..records import Kind, PageImage, PageRef, PageResult, Status
 from .queue import ClosableQueue, Closed
 
@@ -66,6 +67,91 @@ class PdfCache:
             for handle in self._open.values():
                 handle.close()
             self._open.clear()
+
+
+FRAME_DOCS = 4  # multi-frame images kept open between pages (the most recently read)
+FRAME_HANDLES = 8  # open handles kept per image: one per decode thread reading it
+
+
+class FramePool:
+    """Multi-frame images (TIFF, GIF, WebP) kept open between their pages, so that page k is read on from the
+    frame a handle was left at, not from frame 0 of a file opened again: a document of n frames costs n frame
+    steps, not n²/2 (Pillow finds a frame by walking the frames before it). A handle is taken by one thread at
+    a time (the one nearest below the frame wanted; else a new one), and given back after its frame is copied
+    out. Documents are told apart by path and stat (a file replaced is a new document); one gone from disk, or
+    the least recent past FRAME_DOCS, has its handles closed."""
+
+    def __init__(self, docs: int = FRAME_DOCS, handles: int = FRAME_HANDLES) -> None:
+        self.docs, self.handles = docs, handles
+        self._idle: collections.OrderedDict[tuple, list] = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    def read(self, path: Path, index: int, max_pixels: int):
+        """Frame `index` (0-based) of the image at `path`, loaded and copied out (over `max_pixels`: DecodeError
+        before its pixels are decoded)."""
+        from PIL import ImageOps
+
+        key = _identity(path)
+        im = self._take(key, index) or open_image(path)
+        try:
+            im.seek(index)
+            check_size(im.width, im.height, max_pixels)
+            im.load()
+            image = ImageOps.exif_transpose(im) if index == 0 else im.copy()
+        except BaseException:
+            im.close()
+            raise
+        self._give(key, im)
+        return image
+
+    def _take(self, key: tuple, index: int):
+        with self._lock:
+            if key not in self._idle:
+                self._idle[key] = []
+                self._prune(key)
+            self._idle.move_to_end(key)
+            idle = self._idle[key]
+            below = [h for h in idle if h.tell() <= index]
+            if not below:
+                return None
+            best = max(below, key=lambda h: h.tell())
+            idle.remove(best)
+            return best
+
+    def _give(self, key: tuple, im) -> None:
+        with self._lock:
+            idle = self._idle.get(key)
+            if idle is not None and len(idle) < self.handles:
+                idle.append(im)
+                return
+        im.close()
+
+    def _prune(self, new: tuple) -> None:
+        """Under the lock: close the handles of documents gone or changed, and of the least recent past `docs`."""
+        for key in list(self._idle):
+            if key != new and (len(self._idle) > self.docs or _identity(Path(key[0]), quiet=True) != key):
+                for im in self._idle.pop(key):
+                    im.close()
+
+    def close(self) -> None:
+        with self._lock:
+            for handles in self._idle.values():
+                for im in handles:
+                    im.close()
+            self._idle.clear()
+
+
+def _identity(path: Path, quiet: bool = False) -> tuple:
+    try:
+        st = os.stat(path)
+    except OSError:
+        if quiet:
+            return ()
+        raise
+    return (str(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+FRAMES = FramePool()  # every way in reads multi-frame images through it
 
 
 def text_layer_page(ref: PageRef, dpi: int, pdfs: PdfCache, mode: str,
@@ -147,6 +233,8 @@ def decode_page(ref: PageRef, dpi: int, pdfs: PdfCache, max_pixels: int = DEFAUL
     try:
         if src.kind is Kind.PDF:
             image = pdfs.render(src.path, ref.page - 1, dpi)
+        elif src.kind in MULTIFRAME and src.page_count > 1:
+            image = FRAMES.read(src.path, ref.page - 1, max_pixels)
         else:
             with open_image(src.path) as im:
                 if ref.page > 1:

@@ -16,26 +16,27 @@ UTF-8 ride along as surrogate escapes (`os.fsdecode`), so the output and the man
 
 from __future__ import annotations
 
+import collections
 import errno
 import logging
 import os
 import select
 import stat
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import IO, Callable, Iterable, Iterator
 
-from .. import pdfium
+from .. import pdfium, pdfscan
 from ..config import PageSelection, RunConfig, Shard
 from ..errors import DecodeError, error_line
 from ..images import MULTIFRAME, frame_count, open_image
-from ..records import Kind, PageRef, PageResult, Source, Status, page_output
+from ..records import DOC_SUFFIXES, Kind, PageRef, PageResult, Source, Status, page_output
 from .names import NAME_MAX, KeyClaims, NameBook, natural_key
 from .queue import ClosableQueue
 
 log = logging.getLogger("ocrbatch")
 
-DOC_SUFFIXES = {".pdf", ".png", ".jpg", ".jpeg", ".jpe", ".jfif", ".tif", ".tiff", ".webp", ".bmp", ".gif"}
 
 
 def sniff(head: bytes) -> Kind | None:
@@ -309,8 +310,60 @@ def _walk_error(full: Path, exc: BaseException) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class Probed:
+    """What a probe found: the kind by content, the pages it holds (a PDF: those its page tree really has), the
+    pages it claims (a PDF's /Count; more than `count` when its tree is damaged), its stat."""
+
+    kind: Kind
+    count: int
+    claimed: int
+    st: os.stat_result
+
+    def missing(self, display: str, path: Path, pages: PageSelection | None) -> PageResult | None:
+        """The one failed record for the pages a PDF claims and does not hold, when `pages` takes any of them
+        (None: it holds them all)."""
+        if self.claimed <= self.count or (pages is not None and not pages.select(self.claimed)[-1:] > [self.count]):
+            return None
+        return PageResult.failed_file(path, f"{display} pages {self.count + 1}-{self.claimed}",
+                                      f"the PDF claims {self.claimed:,} pages, but its page tree holds "
+                                      f"{self.count:,}: the rest cannot be read (a damaged page tree)")
+
+
+PROBES_KEPT = 64  # probes remembered by file (path and stat): serve and submit ask again per chunk of pages
+_probes: "collections.OrderedDict[tuple, Probed]" = collections.OrderedDict()
+_probes_lock = threading.Lock()
+
+
+def probe_file(cand: Candidate) -> Probed:
+    """`cand` probed (remembered while its path, inode, size and times are the same: a 3,000-frame TIFF's frames
+    are counted once, not per call); raises DecodeError with a user-facing reason."""
+    try:
+        st = os.stat(cand.path)
+    except OSError as exc:
+        raise DecodeError(_stat_error(exc)) from exc
+    key = (str(cand.path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    with _probes_lock:
+        known = _probes.get(key)
+        if known is not None:
+            _probes.move_to_end(key)
+            return known
+    got = _probe_uncached(cand)
+    if (got.st.st_ino, got.st.st_size, got.st.st_mtime_ns) == (st.st_ino, st.st_size, st.st_mtime_ns):
+        with _probes_lock:
+            _probes[key] = got
+            while len(_probes) > PROBES_KEPT:
+                _probes.popitem(last=False)
+    return got
+
+
 def _probe(cand: Candidate) -> tuple[Kind, int, os.stat_result]:
     """Kind and page count of a candidate; raises DecodeError with a user-facing reason."""
+    got = probe_file(cand)
+    return got.kind, got.count, got.st
+
+
+def _probe_uncached(cand: Candidate) -> Probed:
     try:
         st = os.stat(cand.path)
         special = special_kind(st.st_mode)
@@ -328,10 +381,12 @@ def _probe(cand: Candidate) -> tuple[Kind, int, os.stat_result]:
     if kind is None:
         raise DecodeError(_describe(head))
     if kind is Kind.PDF:
-        count = pdfium.page_count(cand.path)
-        if count == 0:
-            raise DecodeError("the PDF has no pages")
-        return kind, count, st
+        pdfscan.check(cand.path)  # no stream over its bound reaches PDFium
+        tree = pdfium.page_tree(cand.path, st.st_size)
+        if tree.held == 0:
+            raise DecodeError("the PDF has no pages" if tree.claimed == 0 else
+                              f"the PDF claims {tree.claimed:,} pages, but its page tree holds none")
+        return Probed(kind, tree.held, tree.claimed, st)
     from PIL import UnidentifiedImageError
 
     try:
@@ -339,7 +394,7 @@ def _probe(cand: Candidate) -> tuple[Kind, int, os.stat_result]:
             count = frame_count(im, kind)
     except (UnidentifiedImageError, OSError, ValueError, EOFError, SyntaxError) as exc:
         raise DecodeError(f"cannot read the {kind.value.upper()} image: {exc}") from exc
-    return kind, count, st
+    return Probed(kind, count, count, st)
 
 
 probe = _probe  # the Python API probes what it is given the same way
@@ -375,7 +430,8 @@ def discover(inputs: Iterable[str], *, stdin: IO[str] | None, null_separated: bo
             emit_result(cand)
             continue
         try:
-            kind, count, st = _probe(cand)
+            probed = probe_file(cand)
+            kind, count, st = probed.kind, probed.count, probed.st
             multipage = kind is Kind.PDF or (kind in MULTIFRAME and count > 1)
             selected = pages.select(count) if pages else list(range(1, count + 1))
             if not selected:
@@ -400,6 +456,9 @@ def discover(inputs: Iterable[str], *, stdin: IO[str] | None, null_separated: bo
                 emit_result(PageResult(ref=ref, status=Status.SKIPPED))
             else:
                 emit_page(ref)
+        missing = probed.missing(cand.display, cand.path, pages)
+        if missing is not None:  # the pages its tree does not hold: one line and one record, not one a page
+            emit_result(missing)
 
 
 def _tell_renamed(display: str, rel: PurePosixPath, key: PurePosixPath, full_key: PurePosixPath | None,

@@ -56,6 +56,7 @@ class Outputs:
     pages: PageSelection | None = None
     dpi: int | None = None
     follow: Callable[[PageResult], None] | None = None
+    files: safefiles.RunFiles | None = None  # what the run reads: a --join file never replaces one of them
     review: list[dict[str, Any]] = field(default_factory=list)
     _docs: dict[Path, _Doc] = field(default_factory=dict)
 
@@ -150,6 +151,10 @@ class Outputs:
                  and earlier.get("engine") == self.engine and (self.out_dir / rel).is_file())
         if fresh and not changed:
             return rel.as_posix()
+        clash = self.files.clash(self.out_dir / rel, own=True) if self.files is not None else None
+        if clash is not None:
+            log.error("%s: its joined Markdown %s would be %s: not written", src.display, rel.as_posix(), clash)
+            return None
         atomic_write(self.out_dir / rel, joined.document(parts).encode("utf-8", errors="replace"))
         self.manifest.record_document(src, rel.as_posix(), pages, self.engine)
         return rel.as_posix()

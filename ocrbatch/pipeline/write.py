@@ -20,6 +20,7 @@ from ..errors import OcrbatchError, OutputWriteError, UsageError
 from ..config import RunConfig
 from ..manifest import NAME as MANIFEST, Manifest, shard_name
 from ..records import PageResult, Status
+from ..safefiles import RunFiles
 from .outputs import Outputs
 from .queue import ClosableQueue, Closed
 
@@ -86,7 +87,8 @@ def for_run(config: RunConfig, engine_identity: str, written: Callable[[PageResu
     manifest = Manifest(config.output, ident, pdf_options={"dpi": config.dpi, "text_layer": config.text_layer},
                         name=shard_name(config.shard.name) if config.shard else MANIFEST)
     outputs = Outputs(config.output, manifest, ident, formats=config.formats, join=config.join,
-                      review_below=config.review_below, pages=config.pages, dpi=config.dpi, follow=written)
+                      review_below=config.review_below, pages=config.pages, dpi=config.dpi, follow=written,
+                      files=RunFiles.of(config.inputs, config.output))
     return Writer(config.output, manifest, ident, outputs)
 
 
@@ -131,7 +133,9 @@ def check_folders(config: RunConfig) -> None:
     if config.engine_options.debug_layout:
         from ..safefiles import check_folder
 
-        check_folder(Path(config.engine_options.debug_layout), "--debug-layout")
+        debug = Path(config.engine_options.debug_layout)
+        check_folder(debug, "--debug-layout")
+        RunFiles.of(config.inputs, config.output).check(debug, "--debug-layout", folder=True)
 
 
 def check_output(out: Path) -> None:

@@ -83,11 +83,27 @@ def discard(tmp: str) -> None:
     Path(tmp).unlink(missing_ok=True)
 
 
+def make_folders(folder: Path) -> None:
+    """`folder.mkdir(parents=True, exist_ok=True)` made from the top down in a loop: Path.mkdir and os.makedirs
+    recurse once per missing folder, and an input tree 1,500 folders deep is mirrored as deep."""
+    missing: list[Path] = []
+    at = folder
+    while not at.is_dir() and at != at.parent:
+        missing.append(at)
+        at = at.parent
+    for part in reversed(missing):
+        try:
+            part.mkdir()
+        except FileExistsError:
+            if not part.is_dir():
+                raise
+
+
 def atomic_write(path: Path, data: bytes) -> None:
     """Write `data` to `path` so a reader sees the old file or the new one, never half of one. What is at
     `path` must be a regular file or nothing (safefiles: UsageError otherwise, nothing replaced)."""
     safefiles.check_file(path, "the output file", usage=False)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_folders(path.parent)
     fd, tmp = temporary(path)
     try:
         with os.fdopen(fd, "wb") as fh:

@@ -33,7 +33,9 @@ class _StderrHandler(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            msg = f"ocrbatch: {record.levelname.lower()}: {record.getMessage()}"
+            from .ui.fmt import safe  # a name's control characters shown, never acted on (a forged line, ESC)
+
+            msg = f"ocrbatch: {record.levelname.lower()}: {safe(record.getMessage())}"
             if record.exc_info and log.isEnabledFor(logging.DEBUG):
                 msg += "\n" + logging.Formatter().formatException(record.exc_info)
             sys.stderr.write(msg + "\n")

@@ -279,7 +279,8 @@ class Manifest:
             "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
         if ref is not None and ref.source.full_key is not None and rec["output"] is not None:
-            rec["shortened_from"] = page_output(ref.source.full_key, ref.source.multipage, ref.page).as_posix()
+            rec["shortened_from"] = page_output(ref.source.full_key, ref.source.multipage, ref.page,
+                                                ref.source.digits).as_posix()
         if ref is not None and ref.source.kind is Kind.PDF and self.pdf_options is not None:
             rec["options"] = dict(self.pdf_options)
         if result.info:

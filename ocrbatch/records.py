@@ -36,15 +36,25 @@ class Status(str, enum.Enum):
     CANCELLED = "cancelled"  # taken, then the run was stopped (a signal) before it finished: redone on a rerun
 
 
-def page_output(key: PurePosixPath, multipage: bool, page: int) -> PurePosixPath:
+PAGE_DIGITS = 4  # page-0001.md: the width of page numbers in file names, for a document of up to 9,999 pages
+
+
+def page_digits(count: int) -> int:
+    """The width of page numbers for a document of `count` pages: 4, or as many as `count` has (page-00001.md
+    for 10,000 pages and more), so that a listing sorted by name is in page order."""
+    return max(PAGE_DIGITS, len(str(count)))
+
+
+def page_output(key: PurePosixPath, multipage: bool, page: int, digits: int = PAGE_DIGITS) -> PurePosixPath:
     """Relative Markdown path of 1-based `page` of the document with output key `key`."""
     if multipage:
-        return key / f"page-{page:04d}.md"
+        return key / f"page-{page:0{digits}d}.md"
     return key.with_name(key.name + ".md")
 
 
 NAME_MAX = 255  # bytes in one file name, on most file systems (pipeline/run.py asks the output's)
 HASH_CHARS = 12  # hex digits of the hash that ends a shortened name
+LONGEST_SUFFIX = b".json"  # KEY.json beside KEY.md (--format json): a key leaves room for it
 
 
 def fit_name(name: str, suffix_bytes: int = 0, name_max: int = NAME_MAX, *, hashed: str | None = None) -> str:
@@ -69,8 +79,9 @@ def fit_name(name: str, suffix_bytes: int = 0, name_max: int = NAME_MAX, *, hash
 def fit_key(key: PurePosixPath, multipage: bool, name_max: int = NAME_MAX) -> PurePosixPath:
     """`key` itself, or, when a file it names would be over `name_max` bytes, its last part cut short and ended
     with `~` and a hash of the whole key (the same key always gives the same name). A multi-page document's
-    key names a folder and, with --join, its joined KEY.md: room is kept for the .md either way."""
-    fitted = fit_name(key.name, len(b".md"), name_max, hashed=key.as_posix())
+    key names a folder and, with --join, its joined KEY.md: room is kept either way for the longest suffix a
+    name gets (.json, the page JSON of --format json beside KEY.md)."""
+    fitted = fit_name(key.name, len(LONGEST_SUFFIX), name_max, hashed=key.as_posix())
     return key if fitted == key.name else key.with_name(fitted)
 
 
@@ -87,10 +98,11 @@ class Source:
     page_count: int
     multipage: bool  # True: OUT/key/page-0001.md ...; False: OUT/key.md
     full_key: PurePosixPath | None = None  # the key before it was shortened to fit the file system; None: not
+    digits: int = PAGE_DIGITS  # page numbers' width in its file names (page_digits; names.KeyClaims.digits)
 
     def output_for(self, page: int) -> PurePosixPath:
         """Relative Markdown path of 1-based `page`."""
-        return page_output(self.out_key, self.multipage, page)
+        return page_output(self.out_key, self.multipage, page, self.digits)
 
 
 @dataclass(frozen=True)

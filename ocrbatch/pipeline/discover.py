@@ -32,7 +32,7 @@ from ..config import PageSelection, RunConfig, Shard
 from ..errors import DecodeError, error_line
 from ..images import MULTIFRAME, frame_count, open_image
 from ..records import DOC_SUFFIXES, Kind, PageRef, PageResult, Source, Status, page_output
-from .names import NAME_MAX, KeyClaims, NameBook, natural_key
+from .names import NAME_MAX, KeyClaims, NameBook, composed, natural_key
 from .queue import ClosableQueue
 
 log = logging.getLogger("ocrbatch")
@@ -174,7 +174,7 @@ def iter_candidates(inputs: Iterable[str], stdin: IO[str] | None, null_separated
                     skip_dirs: Iterable[Path], found: Discovery,
                     stopped: Callable[[], bool] = lambda: False) -> Iterator[Candidate | PageResult]:
     """Candidates, or a failed result for an input that cannot be one (the run goes on)."""
-    skip = {p.resolve() for p in skip_dirs}
+    skip = _Skip(skip_dirs)
     seen: set[Path] = set()
     for raw in inputs:
         if raw == "-":
@@ -185,7 +185,7 @@ def iter_candidates(inputs: Iterable[str], stdin: IO[str] | None, null_separated
             yield from _expand_safely(raw, False, seen, skip, found)
 
 
-def _expand_safely(raw: str, listed: bool, seen: set[Path], skip: set[Path],
+def _expand_safely(raw: str, listed: bool, seen: set[Path], skip: "_Skip",
                    found: Discovery) -> Iterator[Candidate | PageResult]:
     display = printable(raw)
     try:
@@ -195,7 +195,7 @@ def _expand_safely(raw: str, listed: bool, seen: set[Path], skip: set[Path],
         yield PageResult.failed_file(Path(os.path.abspath(raw)), display, why)
 
 
-def _expand(path: Path, display: str, listed: bool, seen: set[Path], skip: set[Path],
+def _expand(path: Path, display: str, listed: bool, seen: set[Path], skip: "_Skip",
             found: Discovery) -> Iterator[Candidate | PageResult]:
     try:
         st = os.stat(path)
@@ -226,11 +226,33 @@ def _expand(path: Path, display: str, listed: bool, seen: set[Path], skip: set[P
         yield Candidate(resolved, display, rel)
 
 
+def _identity(path: Path) -> tuple[int, int]:
+    st = os.stat(path)
+    return st.st_dev, st.st_ino
+
+
+class _Skip:
+    """The folders a walk leaves out (the output, --debug-layout's): by device and inode, not by resolved path
+    (resolving each folder of a tree 1,500 deep is quadratic); one not there yet (made during the run) by path."""
+
+    def __init__(self, folders: Iterable[Path]) -> None:
+        self.ids: set[tuple[int, int]] = set()
+        self.paths: set[Path] = set()
+        for folder in folders:
+            try:
+                self.ids.add(_identity(folder))
+            except OSError:
+                self.paths.add(folder.resolve())
+
+    def __contains__(self, folder: Path) -> bool:
+        return _identity(folder) in self.ids or (bool(self.paths) and folder.resolve() in self.paths)
+
+
 def _walk(top: Path, base: PurePosixPath, seen: set[Path],
-          skip: set[Path]) -> Iterator[Candidate | PageResult]:
+          skip: "_Skip") -> Iterator[Candidate | PageResult]:
     visited_dirs: set[tuple[int, int]] = set()
     unreadable: list[OSError] = []  # folders os.walk could not list (it goes on without them)
-    for dirpath, dirnames, filenames in os.walk(top, followlinks=True, onerror=unreadable.append):
+    for dirpath, dirnames, filenames in _tree(top, unreadable.append):
         yield from _unreadable_folders(unreadable, seen)
         try:
             st = os.stat(dirpath)
@@ -244,8 +266,8 @@ def _walk(top: Path, base: PurePosixPath, seen: set[Path],
         here = Path(dirpath)
         kept = []
         for d in sorted(dirnames):
-            try:
-                if not d.startswith(".") and (here / d).resolve() not in skip:
+            try:  # by identity, not by resolved path: resolving each folder of a deep tree is quadratic
+                if not d.startswith(".") and here / d not in skip:
                     kept.append(d)
             except (OSError, RuntimeError):
                 continue
@@ -276,6 +298,30 @@ def _walk(top: Path, base: PurePosixPath, seen: set[Path],
             rel = base / PurePosixPath(full.relative_to(top).as_posix())
             yield Candidate(resolved, printable(str(full)), rel)
     yield from _unreadable_folders(unreadable, seen)
+
+
+def _tree(top: Path, onerror: Callable[[OSError], None]) -> Iterator[tuple[str, list[str], list[str]]]:
+    """os.walk(top, followlinks=True), top-down, on a stack of its own: a tree of any depth is walked (os.walk
+    recurses, and a tree 1,500 folders deep was a RecursionError). `dirnames` may be pruned in place."""
+    stack = [os.fspath(top)]
+    while stack:
+        path = stack.pop()
+        try:
+            with os.scandir(path) as it:
+                entries = list(it)
+        except OSError as exc:
+            onerror(exc)
+            continue
+        dirs: list[str] = []
+        files: list[str] = []
+        for entry in entries:
+            try:
+                folder = entry.is_dir()  # through links, as followlinks=True
+            except OSError:
+                folder = False
+            (dirs if folder else files).append(entry.name)
+        yield path, dirs, files
+        stack.extend(os.path.join(path, d) for d in reversed(dirs))
 
 
 def _unreadable_folders(errors: list[OSError], seen: set[Path]) -> Iterator[PageResult]:
@@ -437,7 +483,8 @@ def discover(inputs: Iterable[str], *, stdin: IO[str] | None, null_separated: bo
             if not selected:
                 raise DecodeError(f"--pages {_selection_text(pages)} selects none of its {count} "
                                   f"page{'s' if count > 1 else ''}")
-            key, full_key = claims.claim(cand.rel, str(cand.path), multipage, count)
+            digits = claims.digits(str(cand.path), count)
+            key, full_key = claims.claim(cand.rel, str(cand.path), multipage, count, digits)
             _tell_renamed(cand.display, cand.rel, key, full_key, multipage, claims.name_max, found)
         except DecodeError as exc:
             emit_result(PageResult.failed_file(cand.path, cand.display, str(exc)))
@@ -447,7 +494,7 @@ def discover(inputs: Iterable[str], *, stdin: IO[str] | None, null_separated: bo
             emit_result(PageResult.failed_file(cand.path, cand.display, f"cannot read: {error_line(exc)}"))
             continue
         source = Source(cand.path, cand.display, kind, key, st.st_size, st.st_mtime_ns, count, multipage,
-                        full_key)
+                        full_key, digits)
         found.sources += 1
         for page in selected:
             ref = PageRef(source, page)
@@ -464,7 +511,7 @@ def discover(inputs: Iterable[str], *, stdin: IO[str] | None, null_separated: bo
 def _tell_renamed(display: str, rel: PurePosixPath, key: PurePosixPath, full_key: PurePosixPath | None,
                   multipage: bool, name_max: int, found: Discovery) -> None:
     """Note a key other than the source's own name (the summary warns), and a shortened one (a warning now)."""
-    if (full_key or key) != natural_key(rel):
+    if (full_key or key) != natural_key(composed(rel)):
         found.renamed.append((display, key.as_posix()))
     if full_key is not None:
         found.shortened.append((display, key.as_posix()))

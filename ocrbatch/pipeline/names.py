@@ -11,19 +11,22 @@ some file systems are. A key whose file names would be over the file system's li
 from __future__ import annotations
 
 import os
+import re
+import unicodedata
 from pathlib import Path, PurePosixPath
 from typing import Iterator, Protocol
 
 from ..errors import DecodeError
 from ..manifest import NAME as MANIFEST_NAME, output_names
-from ..records import NAME_MAX, fit_key, page_output
+from ..records import NAME_MAX, PAGE_DIGITS, fit_key, page_digits, page_output
 from .lock import NAME as LOCK_NAME
 
-__all__ = ["NAME_MAX", "KeyClaims", "NameBook", "fit_key", "name_max", "natural_key"]
+__all__ = ["NAME_MAX", "KeyClaims", "NameBook", "composed", "fit_key", "name_max", "natural_key"]
 
 # Names of the output folder's own files, as output_names spells a key's: no input's key may take them (an
 # input named manifest.jsonl.pdf would need a folder where the manifest is).
 RESERVED = frozenset({f"stem:{MANIFEST_NAME}", f"stem:{LOCK_NAME}"})
+_FOUR_DIGITS = re.compile(r"/page-\d{4}\.md$")  # a page file of an earlier run, numbered 4 digits wide
 MAX_SUFFIX = 1000  # report-2 ... report-999: then the source fails ("too many inputs map to the same name")
 
 
@@ -43,6 +46,11 @@ def name_max(folder: Path) -> int:
         return NAME_MAX
 
 
+def composed(rel: PurePosixPath) -> PurePosixPath:
+    """`rel` in Unicode's composed form (NFC), as output keys are."""
+    return PurePosixPath(unicodedata.normalize("NFC", rel.as_posix()))
+
+
 def natural_key(rel: PurePosixPath) -> PurePosixPath:
     """The key a source gets when nothing stands in its way: its relative path less the extension."""
     return rel.with_suffix("") if rel.suffix else rel
@@ -56,14 +64,27 @@ class KeyClaims:
         self.book = book
         self.name_max = name_max
 
+    def digits(self, source: str, page_count: int) -> int:
+        """The width of page numbers in `source`'s file names (records.page_digits): wider than 4 only for a
+        document over 9,999 pages, and then only when no earlier run wrote its pages 4 digits wide (a rerun
+        keeps the names it finds: its pages are not redone under new names)."""
+        digits = page_digits(page_count)
+        if digits > PAGE_DIGITS and self.book is not None and any(
+                _FOUR_DIGITS.search(n) for n in self.book.held(source)):
+            return PAGE_DIGITS
+        return digits
+
     def claim(self, rel: PurePosixPath, source: str, multipage: bool,
-              page_count: int) -> tuple[PurePosixPath, PurePosixPath | None]:
+              page_count: int, digits: int = PAGE_DIGITS) -> tuple[PurePosixPath, PurePosixPath | None]:
         """The key for `source` (found at `rel`), and the key it was shortened from (None when it was not).
-        Raises DecodeError when every choice is taken."""
+        Raises DecodeError when every choice is taken. Keys are in Unicode's composed form (NFC): `café` typed
+        composed or decomposed (as macOS names it) gives one output name, and two such files are told apart as
+        two names differing in case are."""
+        rel = composed(rel)
         mine = self._held_key(source, rel, multipage)
         for key in ([mine] if mine else []) + list(self._options(rel)):
             fitted = fit_key(key, multipage, self.name_max)
-            names = self._names(fitted, multipage, page_count)
+            names = self._names(fitted, multipage, page_count, digits)
             if names & self._taken or not self._free(names, source):
                 continue
             self._taken |= names
@@ -83,8 +104,8 @@ class KeyClaims:
         if self.book is None:
             return None
         folder = natural_key(rel).parent.as_posix().casefold()
-        held = {n[len("stem:"):] for out in self.book.held(source) for n in output_names(out)
-                if n.startswith("stem:")}
+        held = {unicodedata.normalize("NFC", n[len("stem:"):]) for out in self.book.held(source)
+                for n in output_names(out) if n.startswith("stem:")}
         held = {k for k in held if PurePosixPath(k).parent.as_posix() == folder}
         if not held:
             return None
@@ -98,7 +119,7 @@ class KeyClaims:
         return self.book is None or all(self.book.holder(n) in (None, source) for n in names)
 
     @staticmethod
-    def _names(key: PurePosixPath, multipage: bool, page_count: int) -> set[str]:
+    def _names(key: PurePosixPath, multipage: bool, page_count: int, digits: int = PAGE_DIGITS) -> set[str]:
         names = {"stem:" + key.as_posix().casefold()}
-        names |= {page_output(key, multipage, p).as_posix().casefold() for p in range(1, page_count + 1)}
+        names |= {page_output(key, multipage, p, digits).as_posix().casefold() for p in range(1, page_count + 1)}
         return names

@@ -42,21 +42,24 @@ class Writer:
     def write(self, result: PageResult) -> None:
         t0 = time.perf_counter()
         if result.status in (Status.OK, Status.TRUNCATED) and result.ref is not None:
+            rel = result.ref.output  # the file being written: an error names it (the JSON beside, a figure...)
             try:
                 self.outputs.add_attachments(result)
                 for att in result.attachments:
-                    atomic_write(self.out_dir / att.relpath, att.data)
+                    rel = att.relpath
+                    atomic_write(self.out_dir / rel, att.data)
+                rel = result.ref.output
                 text = result.markdown if result.markdown.endswith("\n") else result.markdown + "\n"
                 # A file name's undecodable bytes (surrogate escapes) cannot go into UTF-8 text as they are.
-                atomic_write(self.out_dir / result.ref.output, text.encode("utf-8", errors="replace"))
+                atomic_write(self.out_dir / rel, text.encode("utf-8", errors="replace"))
                 self._remove_stale(result)
             except OSError as exc:
                 if is_fatal(exc):
-                    raise OutputWriteError(f"cannot write {self.out_dir / result.ref.output}: "
+                    raise OutputWriteError(f"cannot write {self.out_dir / rel}: "
                                            f"{exc.strerror or exc}; stopped (pages done so far are kept: "
                                            "fix it and rerun to continue)") from exc
                 result.status = Status.FAILED
-                result.error = f"cannot write {result.ref.output}: {exc.strerror or exc}"
+                result.error = f"cannot write {rel}: {exc.strerror or exc}"
         if result.status is Status.FAILED:
             self.last_error = result.message
             self.file_failures += result.ref is None

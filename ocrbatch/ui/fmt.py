@@ -1,6 +1,24 @@
-"""Small number formatters shared by the panel, the log lines and the summary table."""
+"""Small formatters shared by the panel, the log lines and the summary table: numbers, and text made safe."""
 
 from __future__ import annotations
+
+import re
+
+# What a name must not carry onto a terminal: C0 and C1 control characters (a newline forges a log line, ESC
+# starts an escape sequence), DEL, and the marks that reorder text on screen (bidi overrides and isolates).
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def safe(text: str) -> str:
+    """`text` with every control character written out as an escape (\\n, \\x1b, \\u202e): one line that only
+    shows, whatever a file's name holds. Every message and panel text that carries a name goes through it."""
+    return _UNSAFE.sub(_escaped, text)
+
+
+def _escaped(m: re.Match) -> str:
+    c = m.group()
+    named = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+    return named.get(c) or (f"\\x{ord(c):02x}" if ord(c) <= 0xFF else f"\\u{ord(c):04x}")
 
 
 def duration(seconds: float | None) -> str:

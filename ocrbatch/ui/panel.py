@@ -44,7 +44,7 @@ def meter(fraction: float, width: int = 10) -> Text:
 def render_panel(snap: Snapshot, title: str = "ocrbatch") -> RenderableType:
     return Panel(Group(_progress(snap), _figures(snap), _stages(snap), _workers(snap), _resources(snap),
                        *_last_error(snap)),
-                 title=Text(title, style="bold"), title_align="left", border_style="blue")
+                 title=Text(fmt.safe(title), style="bold"), title_align="left", border_style="blue")
 
 
 def _progress(snap: Snapshot) -> Table:

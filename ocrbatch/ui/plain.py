@@ -18,7 +18,8 @@ def timestamp(now: float | None = None) -> str:
 
 
 def quote(value: str) -> str:
-    """A logfmt value: bare when it can be, else double-quoted."""
+    """A logfmt value, its control characters escaped (fmt.safe): bare when it can be, else double-quoted."""
+    value = fmt.safe(value)
     if value and not any(c in value for c in ' ="\\\n'):
         return value
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'

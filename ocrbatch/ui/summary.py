@@ -53,7 +53,7 @@ def summary_table(summary: Summary) -> Table:
         table.add_row("cpu", f"mean {f['cpu_mean_pct']:.0f}%" +
                              (f", peak RSS {fmt.size(rss * 2**20)}" if rss is not None else ""))
     table.add_row("engine", _engine(summary.engine))
-    table.add_row("output", str(summary.output))
+    table.add_row("output", Text(fmt.safe(str(summary.output))))  # Text: a name is never read as markup
     return table
 
 

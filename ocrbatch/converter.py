@@ -201,8 +201,9 @@ class Converter:
         if hasattr(page, "convert") and hasattr(page, "size"):  # a PIL image
             label = name or "<image>"
             source = Source(Path(label), label, Kind.PNG, PurePosixPath(label), 0, 0, 1, False)
-            image = PageImage(PageRef(source, 1), decode.rgb_copy(page))  # a copy: the caller may change theirs
-            return self._enqueue(PageRef(source, 1), priority, image)
+            image = decode.given(PageRef(source, 1), page, self._decode.max_pixels)  # over --max-pixels: failed
+            return _done(image) if isinstance(image, PageResult) else self._enqueue(PageRef(source, 1), priority,
+                                                                                    image)
         raise UsageError(f"cannot convert a {type(page).__name__}: give a path, bytes or a PIL image")
 
     def cancel(self, futures: Iterable[Future]) -> int:

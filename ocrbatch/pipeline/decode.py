@@ -111,12 +111,11 @@ class FramePool:
                 self._prune(key)
             self._idle.move_to_end(key)
             idle = self._idle[key]
-            below = [h for h in idle if h.tell() <= index]
+            below = [i for i, h in enumerate(idle) if h.tell() <= index]
             if not below:
                 return None
-            best = max(below, key=lambda h: h.tell())
-            idle.remove(best)
-            return best
+            # by position, never `idle.remove(h)`: images compare equal by their pixels, not by identity
+            return idle.pop(max(below, key=lambda i: idle[i].tell()))
 
     def _give(self, key: tuple, im) -> None:
         with self._lock:
@@ -254,6 +253,17 @@ def decode_page(ref: PageRef, dpi: int, pdfs: PdfCache, max_pixels: int = DEFAUL
     if small is not None:
         raise DecodeError(small)
     return PageImage(ref=ref, image=image, decode_s=time.perf_counter() - t0, dpi=image.info.get(pdfium.CAPPED_DPI))
+
+
+def given(ref: PageRef, image, max_pixels: int) -> PageImage | PageResult:
+    """A PIL image handed to the Python API as a page: an RGB copy (the caller may change theirs), or a failed
+    result when it is over `max_pixels`, as a file's frame would be (its copy alone would take gigabytes)."""
+    if image.width * image.height > max_pixels:  # (one too small fails in `prepare`, as every page does)
+        try:
+            check_size(image.width, image.height, max_pixels)
+        except DecodeError as exc:
+            return PageResult(ref=ref, status=Status.FAILED, error=str(exc))
+    return PageImage(ref, rgb_copy(image))
 
 
 def rgb_copy(image):

@@ -6,7 +6,8 @@ is looked at once, in file order, within bounds:
 
     an image (/Subtype /Image)  its declared size, /Width x /Height x components x bits, at most MAX_IMAGE_BYTES
                                 (read from its dictionary: nothing is decoded)
-    any other Flate stream      (page contents, forms, fonts, object streams) inflated in pieces of PIECE bytes,
+    any other Flate stream      (page contents, forms, fonts, object streams; not attached files, which PDFium
+                                never decodes to render) inflated in pieces of PIECE bytes,
                                 each layer of a /FlateDecode chain after the other, and counted, never held:
                                 at most MAX_STREAM_BYTES
 
@@ -87,6 +88,8 @@ def _check_one(mm: mmap.mmap, obj: str, head: bytes, start: int, end: int) -> No
         if size is not None and size > MAX_IMAGE_BYTES:
             raise DecodeError(f"an image of the PDF (object {obj}) declares {size / 1e6:,.0f} MB of pixels, over "
                               f"the {MAX_IMAGE_BYTES / 1e6:,.0f} MB ocrbatch decodes from one image")
+        return
+    if re.search(rb"/Type\s*/EmbeddedFile\b", head):  # an attachment: PDFium never decodes it to render
         return
     m = _FILTER.search(head)
     names = [n for n in _NAME.findall(m.group(1))] if m else []

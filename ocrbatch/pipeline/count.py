@@ -66,9 +66,10 @@ class PageCounter:
                 try:
                     probed = discover.probe_file(cand)
                     count = probed.count
-                    # a selection that names none of its pages fails the file: one record
-                    n += (len(self.pages.select(count)) or 1) if self.pages else count
-                    n += probed.missing(cand.display, cand.path, self.pages) is not None  # the pages a damaged PDF claims and lacks: one record
+                    chosen = len(self.pages.select(count)) if self.pages else count
+                    # the pages a damaged PDF claims and lacks: one record
+                    chosen += probed.missing(cand.display, cand.path, self.pages) is not None
+                    n += chosen or 1  # a selection that names none of its pages fails the file: one record
                 except Exception:  # noqa: BLE001 - discovery records it as one failed file
                     n += 1
         except Exception:  # noqa: BLE001 - a count is a nicety: without it the total comes with discovery

@@ -480,6 +480,11 @@ def discover(inputs: Iterable[str], *, stdin: IO[str] | None, null_separated: bo
             kind, count, st = probed.kind, probed.count, probed.st
             multipage = kind is Kind.PDF or (kind in MULTIFRAME and count > 1)
             selected = pages.select(count) if pages else list(range(1, count + 1))
+            # the pages its tree claims and lacks: one line and one record, not one a page
+            missing = probed.missing(cand.display, cand.path, pages)
+            if not selected and missing is not None:
+                emit_result(missing)
+                continue
             if not selected:
                 raise DecodeError(f"--pages {_selection_text(pages)} selects none of its {count} "
                                   f"page{'s' if count > 1 else ''}")
@@ -503,8 +508,7 @@ def discover(inputs: Iterable[str], *, stdin: IO[str] | None, null_separated: bo
                 emit_result(PageResult(ref=ref, status=Status.SKIPPED))
             else:
                 emit_page(ref)
-        missing = probed.missing(cand.display, cand.path, pages)
-        if missing is not None:  # the pages its tree does not hold: one line and one record, not one a page
+        if missing is not None:
             emit_result(missing)
 
 

@@ -54,7 +54,6 @@ def page_output(key: PurePosixPath, multipage: bool, page: int, digits: int = PA
 
 NAME_MAX = 255  # bytes in one file name, on most file systems (pipeline/run.py asks the output's)
 HASH_CHARS = 12  # hex digits of the hash that ends a shortened name
-LONGEST_SUFFIX = b".json"  # KEY.json beside KEY.md (--format json): a key leaves room for it
 
 
 def fit_name(name: str, suffix_bytes: int = 0, name_max: int = NAME_MAX, *, hashed: str | None = None) -> str:
@@ -79,9 +78,8 @@ def fit_name(name: str, suffix_bytes: int = 0, name_max: int = NAME_MAX, *, hash
 def fit_key(key: PurePosixPath, multipage: bool, name_max: int = NAME_MAX) -> PurePosixPath:
     """`key` itself, or, when a file it names would be over `name_max` bytes, its last part cut short and ended
     with `~` and a hash of the whole key (the same key always gives the same name). A multi-page document's
-    key names a folder and, with --join, its joined KEY.md: room is kept either way for the longest suffix a
-    name gets (.json, the page JSON of --format json beside KEY.md)."""
-    fitted = fit_name(key.name, len(LONGEST_SUFFIX), name_max, hashed=key.as_posix())
+    key names a folder and, with --join, its joined KEY.md: room is kept for the .md either way."""
+    fitted = fit_name(key.name, len(b".md"), name_max, hashed=key.as_posix())
     return key if fitted == key.name else key.with_name(fitted)
 
 

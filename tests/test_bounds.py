@@ -311,10 +311,11 @@ def test_a_long_stem_fits_both_its_markdown_and_its_json(tmp_path):
     out = tmp_path / "out"
     p = cli("convert", str(docs), "-o", str(out), "--engine", "fake", "--format", "md,json")
     assert p.returncode == 0, p.stderr
-    names = [f.name for f in out.iterdir() if f.suffix in (".md", ".json")]
-    assert sorted(Path(n).suffix for n in names) == [".json", ".md"]
-    assert all(len(os.fsencode(n)) <= 255 for n in names)
-    assert len({Path(n).stem for n in names}) == 1  # the same shortened stem
+    names = sorted((f.suffix, f.name) for f in out.iterdir() if f.suffix in (".md", ".json"))
+    assert [s for s, _ in names] == [".json", ".md"] and all(len(os.fsencode(n)) <= 255 for _, n in names)
+    assert names[1][1] == name + ".md"  # the Markdown keeps its whole name (earlier runs' names stay)
+    assert names[0][1].startswith("é" * 100) and "~" in names[0][1]  # the JSON's is cut short with a hash
+    assert [r["status"] for r in manifest(out)] == ["ok"]
 
 
 def test_a_write_error_names_the_file_it_failed_on(tmp_path):

@@ -24,7 +24,7 @@ from ..atomic import atomic_write, is_fatal
 from ..config import PageSelection
 from ..errors import OutputWriteError
 from ..manifest import DONE, Manifest
-from ..records import Attachment, PageRef, PageResult, Source, Status, page_output
+from ..records import Attachment, PageRef, PageResult, Source, Status, fit_name, page_output
 from . import joined
 
 log = logging.getLogger("ocrbatch")
@@ -33,8 +33,11 @@ files_log = logging.getLogger("ocrbatch.files")
 
 
 def json_path(ref: PageRef) -> PurePosixPath:
-    """The page JSON's path: the page's Markdown path with .json for .md."""
-    return ref.output.with_suffix(".json")
+    """The page JSON's path: the page's Markdown path with .json for .md; its name cut short with a hash, as
+    records.fit_name does, when it alone would be over the file system's limit (a 251-byte stem: NAME.md fits,
+    NAME.json would be 256 bytes). The Markdown's name never changes for it."""
+    md = ref.output
+    return md.with_name(fit_name(md.stem, len(b".json"), hashed=md.as_posix()) + ".json")
 
 
 @dataclass

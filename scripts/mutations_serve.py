@@ -88,8 +88,8 @@ SERVE = [
              "an engine stuck in its batch keeps the process after SIGTERM"),
     # -- issue 27: a server that runs for months --------------------------------------------------------
     Mutation("serve-cancelled-page-not-landed", "ocrbatch/pipeline/lanes.py",
-             "                self.future.set_result(result)\n        self._land()",
-             "                self.future.set_result(result)\n            else:\n                return\n"
+             "            _answer(self.future.set_result, result)\n        self._land()",
+             "            _answer(self.future.set_result, result)\n        else:\n            return\n"
              "        self._land()",
              ("tests/test_converter.py::test_a_page_cancelled_while_it_was_read_lands_exactly_once",),
              "a page cancelled while it was read stays in pages_in_flight for good"),

@@ -952,6 +952,24 @@ def test_settings_a_server_cannot_use_are_refused_at_start():
             ServeConfig(**given)
 
 
+def test_drain_s_nan_inf_or_negative_is_refused_with_one_line():
+    """Issue 39: `--drain-s nan` was accepted (nan passes every comparison) and inf is no deadline: each is a
+    usage error naming the flag, in the one-line style, from the flag and from its variable."""
+    from ocrbatch import config
+    from ocrbatch.errors import UsageError
+
+    for value in ("nan", "inf", "-1"):
+        p = serve_exit("--engine", "fake", "--drain-s", value)
+        lines = p.stderr.strip().splitlines()
+        assert p.returncode == 2 and len(lines) == 1 and lines[0].startswith("ocrbatch: error: --drain-s "), p.stderr
+        assert "serving on" not in p.stderr and "Traceback" not in p.stderr
+    p = serve_exit("--engine", "fake", env={"OCRBATCH_DRAIN_S": "NaN"})
+    assert p.returncode == 2 and "OCRBATCH_DRAIN_S='NaN': must be a finite number" in p.stderr, p.stderr
+    for bad in (float("nan"), float("inf")):
+        with pytest.raises(UsageError, match="--drain-s .*finite"):
+            config.settle(config.SERVE, {"drain_s": bad})
+
+
 def test_accept_is_read_by_the_http_rules(server):
     md = {"Accept": "text/markdown"}
     assert server.convert(png("x"), headers={"Accept": "TEXT/MARKDOWN"}).headers["content-type"].startswith(MD)

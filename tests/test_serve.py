@@ -1039,3 +1039,141 @@ def test_a_submit_that_ends_after_its_client_left_gives_back_every_slot_it_took(
         return slots.used
 
     assert asyncio.run(scenario()) == 0
+
+
+class _Pages:
+    """A Converter as convert_pages sees it: submit() returns one future per page asked for, finished at once
+    (`done`: pages finish faster than a submit) or left for the test; it remembers what was submitted and
+    cancelled."""
+
+    def __init__(self, done: bool) -> None:
+        import threading
+
+        self.done, self.lock = done, threading.Lock()
+        self.submitted: list[int] = []
+        self.futures: list = []
+        self.cancelled = 0
+
+    def submit(self, path, priority, pages, name):
+        from concurrent.futures import Future
+
+        from ocrbatch.records import PageResult, Status
+
+        out = []
+        for p in map(int, pages.split(",")):
+            f: Future = Future()
+            if self.done:
+                f.set_result(PageResult(ref=None, status=Status.OK, markdown=f"page {p}"))
+            out.append(f)
+        with self.lock:
+            self.submitted += map(int, pages.split(","))
+            self.futures += out
+        return out
+
+    def cancel(self, futures):
+        n = sum(f.cancel() for f in futures)
+        self.cancelled += n
+        return n
+
+
+def test_a_long_requests_results_come_between_its_submits_not_after_the_last():
+    """Issue 39 B8: pages that finish faster than a submit (a 3,000-frame TIFF) were held back until the last
+    page was submitted (page 1, then nothing for 40 s). Here every page is done when its submit returns and
+    the slots let a submit take 3 pages of a window of 4: the first result comes after one submit, before the
+    last page is submitted; then every page comes once, in order, and every slot is back."""
+    import asyncio
+
+    from ocrbatch.serve.limits import PageSlots
+    from ocrbatch.serve.pages import convert_pages
+
+    conv = _Pages(done=True)
+
+    async def scenario():
+        slots = PageSlots(3)
+        pages = convert_pages(conv, slots.admit(), Path("long.tif"), "long.tif", list(range(1, 31)), "bulk", 4,
+                              lambda n: None)
+        page, result = await anext(pages)
+        first_seen = list(conv.submitted)
+        rest = [p async for p, _ in pages]
+        return page, result, first_seen, rest, slots.used
+
+    page, result, first_seen, rest, used = asyncio.run(scenario())
+    assert page == 1 and result.markdown == "page 1"
+    assert 30 not in first_seen and len(first_seen) <= 4, first_seen  # one submit's pages, not the whole request
+    assert [1, *rest] == list(range(1, 31)) and used == 0
+
+
+def test_a_client_leaving_mid_stream_frees_its_pages_within_one_window():
+    """Issue 39 B8: the stream closed after its first results (the client gone): the request's pages not
+    finished are cancelled at once, at most a window of them had been submitted past what was sent, and every
+    slot is back. Counted, not timed."""
+    import asyncio
+
+    from ocrbatch.serve.limits import PageSlots
+    from ocrbatch.serve.pages import convert_pages
+
+    conv = _Pages(done=False)
+    window = 4
+
+    async def scenario():
+        slots = PageSlots(8)
+        pages = convert_pages(conv, slots.admit(), Path("long.tif"), "long.tif", list(range(1, 1001)), "bulk",
+                              window, lambda n: None)
+        step = asyncio.ensure_future(anext(pages))
+        for _ in range(200):  # bounded: the first submit lands on the loop
+            await asyncio.sleep(0.01)
+            if conv.futures:
+                break
+        conv.futures[0].set_result("page 1")  # page 1 finishes
+        got = [await step]
+        await pages.aclose()  # the client left
+        for _ in range(5):  # the cancelled pages' slots come back on the loop
+            await asyncio.sleep(0)
+        return got, slots.used
+
+    got, used = asyncio.run(scenario())
+    assert [p for p, _ in got] == [1] and used == 0
+    assert len(conv.submitted) <= 1 + window, conv.submitted  # what was sent, and at most a window beyond
+    assert conv.cancelled == len(conv.submitted) - 1 and all(f.done() for f in conv.futures)
+
+
+def test_a_stream_whose_last_page_comes_as_its_client_leaves_leaves_no_unretrieved_task_error():
+    """Issue 39 (the soak's log): the pages ran out (StopAsyncIteration) in the same turn as the client left;
+    that end was never looked at, and asyncio logged "Task exception was never retrieved" for it."""
+    import asyncio
+    import gc
+    from types import SimpleNamespace
+
+    from ocrbatch.serve.answer import Job
+
+    class Metric:
+        def labels(self, *a):
+            return self
+
+        def inc(self, *a):
+            pass
+
+        observe = inc
+
+    async def nothing():
+        return
+        yield  # an async generator with no pages left
+
+    async def receive():
+        return {"type": "http.disconnect"}
+
+    async def scenario():
+        errors: list[str] = []
+        asyncio.get_running_loop().set_exception_handler(lambda loop, ctx: errors.append(ctx["message"]))
+        state = SimpleNamespace(drained=asyncio.Event(), metrics=SimpleNamespace(pages=Metric(), requests=Metric(),
+                                latency=Metric(), page_batch=Metric()), active=1, drain_message=lambda: "")
+        upload = SimpleNamespace(name="x.pdf", remove=lambda: None)
+        job = Job(state, SimpleNamespace(receive=receive), nothing(), SimpleNamespace(close=lambda: None), upload,
+                  True, "interactive", 0.0)
+        lines = [line async for line in job.ndjson()]
+        gc.collect()
+        await asyncio.sleep(0)
+        return lines, errors, state.active
+
+    lines, errors, active = asyncio.run(scenario())
+    assert active == 0 and not any("never retrieved" in e for e in errors), errors

@@ -159,6 +159,8 @@ class Job:
                 if step is not None and not step.done():
                     step.cancel()  # the pages' own finally cancels what is left
                     await asyncio.gather(step, return_exceptions=True)
+                elif step is not None and not step.cancelled():
+                    step.exception()  # the last page came as the client left: its StopAsyncIteration is seen
                 await self.close()
                 self._done(ended if ended is not None else 499)
 

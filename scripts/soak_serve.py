@@ -350,10 +350,12 @@ def main() -> int:
     ap.add_argument("--duration-s", type=float, default=DURATION_S, help=f"how long (default {DURATION_S:g})")
     ap.add_argument("--clients", type=int, default=CLIENTS)
     ap.add_argument("--seed", type=int, default=27)
+    ap.add_argument("--server-args", default=SERVER_ARGS, help="`ocrbatch serve` arguments (another engine: "
+                    "keep the limits, change --engine)")
     args = ap.parse_args()
     from loadgen import Spawned
 
-    server = Spawned(SERVER_ARGS)
+    server = Spawned(args.server_args)
     pid = server.proc.pid
     host, port = re.match(r"http://([\d.]+):(\d+)", server.url).groups()
     soak = Soak(host, int(port), random.Random(args.seed))

@@ -1177,3 +1177,30 @@ def test_a_stream_whose_last_page_comes_as_its_client_leaves_leaves_no_unretriev
 
     lines, errors, active = asyncio.run(scenario())
     assert active == 0 and not any("never retrieved" in e for e in errors), errors
+
+
+def test_a_client_that_stops_reading_a_stream_is_taken_as_gone_after_the_stall_bound(tmp_path):
+    """Issue 39: a client that can no longer say it left (a peer dead without closing) stops taking bytes; its
+    stream stalls at the first line the buffers cannot hold. After SEND_STALL_S (1 s here) without room the
+    stream ends, its pages are cancelled and its slots freed, with one line in the log and no traceback."""
+    srv = Server(tmp_path / "srv", "--engine", "big-pages", "--max-queue", "4", "--max-batch", "2",
+                 "--max-wait-ms", "0", env={"OCRBATCH_TEST_SEND_STALL_S": "1"})
+    try:
+        body = pdf(tmp_path, 40)  # 40 pages of 256 KB of Markdown each: 10 MB, more than the buffers hold
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect((srv.host, srv.port))
+        sock.sendall(head(len(body), accept="application/x-ndjson").replace(
+            f"Authorization: Bearer {TOKEN}\r\n".encode(), b"") + body)  # and never read
+        until(lambda: srv.metric("ocrbatch_http_requests_total", route="/v1/convert", status="499") >= 1,
+              "the stalled stream to be ended", 120)
+        until(lambda: srv.metric("ocrbatch_queue_used") == 0 and srv.metric("ocrbatch_pages_in_flight") == 0,
+              "its slots and pages to be freed")
+        log = srv.log.read_text()
+        assert "the client took no bytes for 1 s; taken as gone (499)" in log and "Traceback" not in log, log
+        assert "without completing response" not in log, log  # dropped as a client gone, not left to close
+        assert srv.metric("ocrbatch_engine_pages_total") < 40  # it stopped short of converting every page
+        sock.close()
+        assert srv.convert(png("still serving")).status_code == 200
+    finally:
+        assert srv.stop() == 0

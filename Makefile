@@ -62,8 +62,9 @@ soak: $(VENV)/.base
 	$(BIN)/python scripts/soak.py
 
 # serve for SOAK_SERVE_S seconds (default ten minutes) under randomized loopback clients (normal, streaming,
-# leaving at random moments, trickling, oversized, malformed, past --max-connections); then no slot, page or
-# request held, RSS and descriptors flat (scripts/soak_serve.py; make soak-serve SOAK_SERVE_S=60 for a short one)
+# leaving at random moments, trickling, oversized, malformed, past --max-connections, a 1,000-page stream); then
+# no slot, page or request held, RSS and descriptors flat, also by thirds (scripts/soak_serve.py;
+# make soak-serve SOAK_SERVE_S=60 for a short one, SOAK_SERVE_S=1800 for issue 39's half hour)
 SOAK_SERVE_S ?= 600
 soak-serve: $(VENV)/.test
 	$(BIN)/python scripts/soak_serve.py --duration-s $(SOAK_SERVE_S)

@@ -28,6 +28,7 @@ typed and validated.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import re
 import dataclasses
@@ -246,6 +247,8 @@ class Option:
             return f"{KINDS[self.kind]} is needed, not {type(value).__name__}"
         if self.kind == "path" and not str(value).strip():
             return "is empty: give a path"  # -o '' would otherwise be the current folder
+        if self.kind == "float" and not math.isfinite(value):  # nan passes every comparison; inf is no time
+            return "must be a finite number"
         if self.kind == "batch":
             if isinstance(value, str) and value.strip().lower() == "auto":
                 return None

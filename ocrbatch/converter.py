@@ -42,6 +42,11 @@ Public API (everything a server needs; names are stable):
   buffers freed; returns how many were cancelled. For a client that went away.
 - `stream(inputs, *, priority="bulk", pages=None)`: the PageResults of everything `inputs` names (files,
   folders), yielded as pages finish; closing the generator early cancels the rest.
+- Callbacks: a future's done-callbacks run outside the converter's locks, on the thread that finished the
+  page; one may call `submit()` or `close()` (which then returns at once and finishes on its own thread).
+- `fork()`: a Converter belongs to the process that made it. In a forked child every call raises
+  ConverterClosedError saying so (`close()` only marks the child's copy closed); make a new one there. Futures
+  from before the fork resolve in the parent only.
 - `stats()`: a dict for health and metrics endpoints: `loaded`, `devices`, `queued` (pages waiting per
   lane), `in_flight` (submitted, not finished), `batches`, `pages`, `mean_batch`, `workers` (per device),
   `stalled` (devices whose stall watchdog gave their pages up: the engine is stuck there).
@@ -67,7 +72,7 @@ from .errors import ConverterClosedError, UsageError
 from .records import Kind, PageImage, PageRef, PageResult, Source, Status
 from .pipeline import decode, discover
 from .pipeline.decode import DecodeSettings
-from .pipeline.lanes import FutureReply
+from .pipeline.lanes import FutureReply, answering
 from .pipeline.run import run
 from .pipeline.service import Service
 from .pipeline.stats import Summary, Watch
@@ -95,6 +100,8 @@ class Converter:
         self._gave_up = False  # a decode thread is stuck (the watchdog answered its page): closing does not wait
         self._tmp: Path | None = None
         self._closed = False
+        self._closer: threading.Thread | None = None  # a close() called from a done-callback finishes on it
+        self._pid = os.getpid()  # threads and locks are this process's: a forked child may not use them
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> "Converter":
@@ -111,11 +118,29 @@ class Converter:
     def close(self, wait: bool = True) -> None:
         """Finish the pages in flight (unless not `wait`), unload the engine, remove temporary files. When it
         returns, every future this converter ever returned is resolved: without `wait` (or for a page that
-        could not finish) with ConverterClosedError, and the PDFs its pages were read from are closed."""
+        could not finish) with ConverterClosedError, and the PDFs its pages were read from are closed.
+
+        Called from a future's done-callback (which runs on one of the converter's own threads), it cannot
+        wait for those threads: it refuses new work at once and finishes on a thread of its own; every future
+        still resolves, and a later close() from elsewhere waits for that finish. In a forked child it only
+        marks this copy closed (the threads, the engine and the temporary files are the parent's)."""
+        if os.getpid() != self._pid:
+            self._closed = True  # no lock: one held at fork() by a parent thread stays held here for good
+            return
         with self._lock:  # submitting takes this lock too: no page slips in behind the decode pools' close
-            if self._closed:
-                return
-            self._closed = True
+            first, self._closed = not self._closed, True
+            if first and answering():
+                self._closer = threading.Thread(target=self._finish, args=(wait,), name="converter-close",
+                                                daemon=True)
+            closer = self._closer
+        if first and closer is None:
+            self._finish(wait)
+        elif first:
+            closer.start()
+        elif closer is not None and not answering() and closer is not threading.current_thread():
+            closer.join()  # closed from a callback: resolved when that finish is done
+
+    def _finish(self, wait: bool) -> None:
         for pool in self._decoders.values():
             pool.close(wait=wait and not self._gave_up, drop=not wait)  # jobs dropped are answered below
         try:
@@ -131,7 +156,15 @@ class Converter:
 
                 shutil.rmtree(self._tmp, ignore_errors=True)
 
+    def _here(self) -> None:
+        """ConverterClosedError in a forked child: its copy has no decode or device threads (their work would
+        wait forever) and may hold locks that parent threads held at fork()."""
+        if os.getpid() != self._pid:
+            raise ConverterClosedError(f"this Converter was made in process {self._pid} and cannot be used in "
+                                       f"a process forked from it ({os.getpid()}): make a new Converter there")
+
     def _svc(self) -> Service:
+        self._here()
         with self._lock:
             if self._closed:
                 raise ConverterClosedError("the converter is closed")
@@ -179,6 +212,7 @@ class Converter:
                 stdin: IO[str] | None = None, watch: Watch | None = None, follow: Any = None,
                 **options: Any) -> Summary:
         """`options`: the run's own (config.RUN_OWN, by their fields' names), checked and parsed by their rows."""
+        self._here()
         config = self._template.rerun(_names(inputs), output, **options)
         if config.ray:  # engines live on the cluster's actors, made for each run
             return run(config, stdin=stdin, watch=watch, follow=follow)
@@ -208,6 +242,7 @@ class Converter:
 
     def cancel(self, futures: Iterable[Future]) -> int:
         """Cancel pages whose batch has not started (they are dropped); returns how many were."""
+        self._here()
         n = sum(1 for f in futures if f.cancel())
         svc = self._service
         if svc is not None and svc.lanes is not None:
@@ -217,6 +252,7 @@ class Converter:
     def stream(self, inputs: str | os.PathLike | Iterable[str | os.PathLike], *, priority: str = "bulk",
                pages: str | PageSelection | None = None) -> Iterator[PageResult]:
         """Everything `inputs` names, as PageResults in the order they finish (no files are written)."""
+        self._here()
         found: list[PageRef | PageResult] = []
         discover.discover(_names(inputs), stdin=None, null_separated=False, pages=_selection(pages), skip_dirs=[],
                           found=discover.Discovery(), is_done=lambda ref: False, force=True,
@@ -241,6 +277,7 @@ class Converter:
             _when_all(list(pending), pdfs.close)
 
     def stats(self) -> dict[str, Any]:
+        self._here()
         svc = self._service
         devices = svc.devices if svc is not None else None
         workers = [w.as_dict() for w in devices.figures()] if devices is not None else []

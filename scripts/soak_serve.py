@@ -14,11 +14,16 @@
                  (503), all closed again
     health       GET /healthz, /readyz, /metrics
 
+and, besides those, one client that streams a 1,000-page request over and over (`long`: a 1,000-frame TIFF as
+NDJSON in the bulk lane; every other one leaves after a random number of lines), timing its first line and its
+longest silence (issue 39: page 1, then nothing until the last page was submitted).
+
 At the end, once every client has ended, it checks the invariant: /metrics shows ocrbatch_queue_used 0,
 ocrbatch_pages_in_flight 0, ocrbatch_queue_waiting 0 and no request in progress; and the server's resident
-memory and open file descriptors are flat (end against a start taken after WARMUP_S). It prints the requests
-by kind (and the answers' status codes), the invariant, RSS and descriptors at start and end; exit 1 if any
-check fails.
+memory and open file descriptors are flat: end against a start taken after WARMUP_S, and by thirds of the
+soak (sampled every SAMPLE_S; the last third's median RSS at most RSS_THIRDS_MB over the first's). It prints
+the requests by kind (and the answers' status codes), the invariant, RSS and descriptors at start and end and
+by thirds; exit 1 if any check fails.
 
     python scripts/soak_serve.py                    ten minutes (DURATION_S)
     python scripts/soak_serve.py --duration-s 60    a shorter one
@@ -32,6 +37,7 @@ import io
 import os
 import random
 import re
+import statistics
 import sys
 import time
 from collections import Counter
@@ -44,7 +50,8 @@ DURATION_S = 600.0  # `make soak-serve`: ten minutes
 WARMUP_S = 20.0  # the start figures (RSS, descriptors) are taken after this, once caches and pools are made
 CLIENTS = 10  # concurrent client loops
 MAX_CONNECTIONS = 24
-SERVER_ARGS = ("--engine fake --max-batch 4 --max-wait-ms 20 --max-queue 8 --max-upload-mb 1 "
+# --max-queue: the long request's window (twice --max-batch: 8 pages) and 8 for the other clients
+SERVER_ARGS = ("--engine fake --max-batch 4 --max-wait-ms 20 --max-queue 16 --max-upload-mb 1 "
                f"--max-connections {MAX_CONNECTIONS} --header-timeout-s 2 --body-timeout-s 2 --drain-s 5")
 IO_TIMEOUT_S = 60.0  # any one client's read; past it the client gives up (counted as "stuck")
 END_WAIT_S = 60.0  # after the clients end, how long the server may take to wind every request down
@@ -53,6 +60,9 @@ RSS_SLACK_MB = 24
 FD_SLACK = 8  # end descriptors at most this many over the start's
 KINDS = ("normal", "streaming", "disconnect", "trickle", "oversized", "malformed", "crowd", "health")
 WEIGHTS = (24, 14, 22, 4, 8, 12, 2, 14)
+LONG_PAGES = 1000  # the long client's request: a TIFF of this many frames, streamed
+SAMPLE_S = 1.0  # the server's RSS and descriptors are sampled this often, for the figures by thirds
+RSS_THIRDS_MB = 32  # the last third's median RSS at most this over the first third's (issue 39: 191 -> 243 MB)
 
 
 def _proc_figures(pid: int) -> tuple[int, int]:
@@ -77,6 +87,20 @@ def _pdf(pages: int) -> bytes:
     return buf.getvalue()
 
 
+def _tiff(frames: int) -> bytes:
+    """A multi-frame TIFF of small numbered frames (deflated: ~120 bytes a frame)."""
+    from PIL import Image, ImageDraw
+
+    ims = []
+    for i in range(frames):
+        im = Image.new("L", (160, 60), 255)
+        ImageDraw.Draw(im).text((10, 20), f"frame {i + 1}", fill=0)
+        ims.append(im)
+    buf = io.BytesIO()
+    ims[0].save(buf, "TIFF", compression="tiff_adobe_deflate", save_all=True, append_images=ims[1:])
+    return buf.getvalue()
+
+
 def _png() -> bytes:
     from PIL import Image, ImageDraw
 
@@ -93,6 +117,9 @@ class Soak:
         self.kinds: Counter = Counter()
         self.statuses: Counter = Counter()
         self.pdf, self.png = _pdf(4), _png()
+        self.tiff = _tiff(LONG_PAGES)
+        self.long_first: list[float] = []  # seconds to a long request's first page line
+        self.long_silence = 0.0  # the longest wait between two reads of a long stream
 
     async def _open(self):
         return await asyncio.open_connection(self.host, self.port)
@@ -237,6 +264,56 @@ class Soak:
         finally:
             writer.close()
 
+    async def long(self, until: float) -> None:
+        """The 1,000-page request, streamed; every other one leaves after a random number of page lines, and one
+        still running when the soak's time is up leaves then."""
+        leave = self.rng.randrange(1, LONG_PAGES) if self.kinds["long"] % 2 == 0 else None
+        path = "/v1/convert?priority=bulk"
+        reader, writer = await self._open()
+        try:
+            writer.write(self._head(len(self.tiff), "application/x-ndjson", path=path) + self.tiff)
+            await writer.drain()
+            started = last = time.monotonic()
+            data, pages, tail = b"", 0, b""
+            while True:
+                chunk = await asyncio.wait_for(reader.read(65536), IO_TIMEOUT_S)
+                now = time.monotonic()
+                self.long_silence = max(self.long_silence, now - last)
+                last = now
+                if not chunk:
+                    break
+                if not data:
+                    data = chunk[:20]  # the status line
+                seen = (tail + chunk).count(b'{"page": ')
+                if seen and not pages:
+                    self.long_first.append(now - started)
+                pages += seen
+                tail = chunk[-8:]  # a token cut by the read (never a whole one: it is 9 bytes)
+                if leave is not None and pages >= leave:
+                    self.statuses["long left mid-stream"] += 1
+                    return
+                if now > until:
+                    self.statuses["long left at the soak's end"] += 1
+                    return
+            m = re.match(rb"HTTP/1\.1 (\d{3})", data)
+            code = m.group(1).decode() if m else "cut"
+            whole = "whole" if pages == LONG_PAGES else f"{pages} pages"
+            self.statuses[f"long {code} {whole}" if code == "200" else f"long {code}"] += 1
+        finally:
+            writer.transport.abort()
+
+    async def long_client(self, until: float) -> None:
+        while time.monotonic() < until:
+            self.kinds["long"] += 1
+            try:
+                await self.long(until)
+            except asyncio.TimeoutError:
+                self.statuses["long stuck"] += 1
+            except OSError as exc:
+                self.statuses[f"long {type(exc).__name__}"] += 1
+            if self.statuses["long 503"]:
+                await asyncio.sleep(0.2)  # the slots were taken: try again shortly
+
     async def client(self, until: float) -> None:
         while time.monotonic() < until:
             kind = self.rng.choices(KINDS, WEIGHTS)[0]
@@ -247,6 +324,17 @@ class Soak:
                 self.statuses[f"{kind} stuck"] += 1
             except OSError as exc:
                 self.statuses[f"{kind} {type(exc).__name__}"] += 1
+
+
+def _thirds(samples: list[tuple[float, int, int]], elapsed: float) -> list[dict[str, int]]:
+    """RSS (median, max) and descriptors (max) in each third of the soak's time."""
+    out = []
+    for k in range(3):
+        part = [(rss, fds) for t, rss, fds in samples if k * elapsed / 3 <= t < (k + 1) * elapsed / 3]
+        if part:
+            out.append({"rss_median": int(statistics.median(r for r, _ in part)), "rss_max": max(r for r, _ in part),
+                        "fds_max": max(f for _, f in part)})
+    return out
 
 
 def _metrics(url: str) -> dict[str, float]:
@@ -262,10 +350,12 @@ def main() -> int:
     ap.add_argument("--duration-s", type=float, default=DURATION_S, help=f"how long (default {DURATION_S:g})")
     ap.add_argument("--clients", type=int, default=CLIENTS)
     ap.add_argument("--seed", type=int, default=27)
+    ap.add_argument("--server-args", default=SERVER_ARGS, help="`ocrbatch serve` arguments (another engine: "
+                    "keep the limits, change --engine)")
     args = ap.parse_args()
     from loadgen import Spawned
 
-    server = Spawned(SERVER_ARGS)
+    server = Spawned(args.server_args)
     pid = server.proc.pid
     host, port = re.match(r"http://([\d.]+):(\d+)", server.url).groups()
     soak = Soak(host, int(port), random.Random(args.seed))
@@ -275,11 +365,21 @@ def main() -> int:
         until = started + args.duration_s
         warmup = min(WARMUP_S, args.duration_s / 4)
 
+        samples: list[tuple[float, int, int]] = []  # (seconds in, RSS, descriptors)
+
+        async def sample() -> None:
+            while time.monotonic() < until:
+                samples.append((time.monotonic() - started, *_proc_figures(pid)))
+                await asyncio.sleep(SAMPLE_S)
+
         async def run() -> tuple[int, int]:
             clients = [asyncio.ensure_future(soak.client(until)) for _ in range(args.clients)]
+            clients.append(asyncio.ensure_future(soak.long_client(until)))
+            sampler = asyncio.ensure_future(sample())
             await asyncio.sleep(warmup)
             figures = _proc_figures(pid)
             await asyncio.gather(*clients)
+            await sampler
             return figures
 
         rss0, fds0 = asyncio.run(run())
@@ -293,7 +393,10 @@ def main() -> int:
         rss1, fds1 = _proc_figures(pid)
         alive = server.proc.poll() is None
         print(f"soak-serve: {elapsed:.0f} s, {args.clients} clients, {sum(soak.kinds.values())} requests")
-        print("requests by kind: " + ", ".join(f"{k} {soak.kinds[k]}" for k in KINDS))
+        print("requests by kind: " + ", ".join(f"{k} {soak.kinds[k]}" for k in (*KINDS, "long")))
+        if soak.long_first:
+            print(f"long streams: first page line after {statistics.median(soak.long_first):.2f} s (median), "
+                  f"{max(soak.long_first):.2f} s (max); longest silence in a stream {soak.long_silence:.2f} s")
         print("answers:")
         for key, n in sorted(soak.statuses.items()):
             print(f"  {key}: {n}")
@@ -302,6 +405,13 @@ def main() -> int:
         print("invariant at the end: " + ", ".join(f"{k} {v:g}" for k, v in invariant.items()))
         print(f"server RSS: start {rss0 / 2**20:.1f} MB, end {rss1 / 2**20:.1f} MB; open descriptors: start {fds0}, "
               f"end {fds1}")
+        thirds = _thirds(samples, elapsed)
+        print("by thirds of the soak: RSS median/max MB " +
+              ", ".join(f"{t['rss_median'] / 2**20:.0f}/{t['rss_max'] / 2**20:.0f}" for t in thirds) +
+              "; descriptors max " + ", ".join(str(t["fds_max"]) for t in thirds))
+        if len(thirds) == 3 and thirds[2]["rss_median"] > thirds[0]["rss_median"] + RSS_THIRDS_MB * 2**20:
+            failures.append(f"resident memory rose by thirds (last third's median over the first's by more than "
+                            f"{RSS_THIRDS_MB} MB)")
         if not alive:
             failures.append(f"the server exited ({server.proc.returncode})")
         if any(invariant.values()):

@@ -15,8 +15,12 @@ from ocrbatch.engines.fake import FakeEngine  # noqa: E402
 from tests import engines  # noqa: E402
 from tests.engines.faults import Fault, faulty  # noqa: E402
 
-for cls in (engines.GateEngine, engines.NoLoadEngine, engines.CrashOnPage, engines.CrashOnLoad):
+for cls in (engines.GateEngine, engines.NoLoadEngine, engines.CrashOnPage, engines.CrashOnLoad, engines.BigPages):
     registry.register(cls.name, cls)
+if os.environ.get("OCRBATCH_TEST_SEND_STALL_S"):  # a short bound for a client that stops reading
+    from ocrbatch.serve import answer
+
+    answer.SEND_STALL_S = float(os.environ["OCRBATCH_TEST_SEND_STALL_S"])
 if os.environ.get("OCRBATCH_TEST_FAULT"):
     registry.register("faulty", faulty(FakeEngine, Fault(**json.loads(os.environ["OCRBATCH_TEST_FAULT"])),
                                        name="faulty"))

@@ -305,3 +305,114 @@ def test_a_page_says_how_sure_its_engine_was_when_the_engine_types_it_and_text_l
     assert scan.confidence == TypedConfidence.SURE and "confidence" not in scan.info
     assert layer.confidence == Confidence("text-layer", None)
     assert layer.info["confidence"] == {"method": "text-layer", "score": None}  # the manifest's copy, as before
+
+
+class _Held(SlowEngine):
+    """Holds each batch until `gate` is set: pages wait at the engine, so callbacks added meanwhile run on the
+    converter's device thread when they finish."""
+
+    name = "held"
+    gate = threading.Event()
+    delay_s = 0.0
+
+    def infer(self, pages):
+        assert self.gate.wait(120), "the test never opened the gate"
+        return super().infer(pages)
+
+
+def test_close_from_a_done_callback_returns_and_every_future_resolves(register_engine):
+    """Issue 39 B10: nine futures whose done-callback calls close(). The callback runs on the device thread that
+    finished the page; close() there must not wait for that thread (nor for the lock answering the page): it
+    returns, the pages in flight still finish, and a close() from the caller's thread waits for all of it."""
+    from concurrent.futures import wait
+
+    from PIL import Image
+
+    _Held.gate = threading.Event()
+    conv = Converter(engine=register_engine(_Held), max_batch=4, max_wait_ms=5)
+    futures = [conv.submit(Image.new("RGB", (64, 48), "white"), name=f"p{i}") for i in range(9)]
+    returned: list[str] = []
+    for f in futures:
+        f.add_done_callback(lambda _: (conv.close(), returned.append(threading.current_thread().name)))
+    _Held.gate.set()
+    done, left = wait(futures, timeout=60)
+    assert not left, f"{len(left)} of 9 futures never resolved"
+    conv.close()  # from here: waits for the finish the callback started
+    assert all(f.result().ok for f in futures)  # close() waits for pages in flight: each has its result
+    assert len(returned) == 9 and any(n.startswith("infer") for n in returned), returned
+
+
+_FORKED = """
+import os, sys, time
+sys.path.insert(0, {root!r})
+from PIL import Image
+from ocrbatch import Converter
+from ocrbatch.errors import ConverterClosedError
+
+conv = Converter(engine="fake", max_batch=2)
+page = Image.new("RGB", (64, 48), "white")
+assert conv.submit(page).result(timeout=60).ok  # its decode and device threads are running
+pid = os.fork()
+if pid == 0:
+    code = 9
+    try:
+        conv.submit(page).result(timeout=15)  # without the check: queued for threads the child does not have
+        code = 2
+    except ConverterClosedError as exc:
+        code = 0 if "forked" in str(exc) else 3
+    except TimeoutError:
+        code = 4
+    except BaseException:
+        code = 5
+    conv.close()  # marks the child's copy closed; waits for nothing
+    os._exit(code)
+deadline = time.monotonic() + 60
+while True:
+    done, status = os.waitpid(pid, os.WNOHANG)
+    if done:
+        break
+    if time.monotonic() > deadline:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        print("child hung")
+        sys.exit(1)
+    time.sleep(0.05)
+print("child", os.waitstatus_to_exitcode(status))
+print("parent", conv.submit(page).result(timeout=60).ok)  # the parent's converter is untouched
+conv.close()
+"""
+
+
+def test_a_converter_used_in_a_forked_child_says_so_at_once_and_the_parent_goes_on():
+    """Issue 39 B9: a child forked from a process with a working Converter calls submit(): a clear
+    ConverterClosedError, never a future that waits for decode threads the child does not have; close() in the
+    child returns; the parent's converter still converts. Forked in a subprocess, waited for with a bound."""
+    p = subprocess.run([sys.executable, "-c", _FORKED.format(root=str(ROOT))], capture_output=True, text=True,
+                       timeout=180)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["child", "0", "parent", "True"], (p.stdout, p.stderr)
+
+
+def test_a_futures_callbacks_run_outside_the_lock_that_settles_its_answer():
+    """Issue 39 B10, at the reply: a done-callback that answers the page again (as close() does for the pages it
+    finds left) runs while no lock of the reply is held; it neither deadlocks nor wins (one answer)."""
+    from ocrbatch.pipeline.lanes import FutureReply, answering
+    from ocrbatch.records import PageResult, Status
+
+    future: Future = Future()
+    landed: list[int] = []
+    reply = FutureReply(future, "interactive", done=lambda: landed.append(1))
+    seen: list[bool] = []
+
+    def again(_: Future) -> None:
+        seen.append(answering())
+        reply.fail(RuntimeError("close() answering what is left"))
+
+    future.add_done_callback(again)
+    t = threading.Thread(target=reply.deliver, args=(PageResult(ref=None, status=Status.OK, markdown="x"),),
+                         daemon=True)
+    t.start()
+    t.join(30)
+    assert not t.is_alive(), "the callback waited for the reply's own lock"
+    assert future.result().markdown == "x" and landed == [1] and seen == [True]
+    assert not answering()  # only inside the callbacks

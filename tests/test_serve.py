@@ -952,6 +952,24 @@ def test_settings_a_server_cannot_use_are_refused_at_start():
             ServeConfig(**given)
 
 
+def test_drain_s_nan_inf_or_negative_is_refused_with_one_line():
+    """Issue 39: `--drain-s nan` was accepted (nan passes every comparison) and inf is no deadline: each is a
+    usage error naming the flag, in the one-line style, from the flag and from its variable."""
+    from ocrbatch import config
+    from ocrbatch.errors import UsageError
+
+    for value in ("nan", "inf", "-1"):
+        p = serve_exit("--engine", "fake", "--drain-s", value)
+        lines = p.stderr.strip().splitlines()
+        assert p.returncode == 2 and len(lines) == 1 and lines[0].startswith("ocrbatch: error: --drain-s "), p.stderr
+        assert "serving on" not in p.stderr and "Traceback" not in p.stderr
+    p = serve_exit("--engine", "fake", env={"OCRBATCH_DRAIN_S": "NaN"})
+    assert p.returncode == 2 and "OCRBATCH_DRAIN_S='NaN': must be a finite number" in p.stderr, p.stderr
+    for bad in (float("nan"), float("inf")):
+        with pytest.raises(UsageError, match="--drain-s .*finite"):
+            config.settle(config.SERVE, {"drain_s": bad})
+
+
 def test_accept_is_read_by_the_http_rules(server):
     md = {"Accept": "text/markdown"}
     assert server.convert(png("x"), headers={"Accept": "TEXT/MARKDOWN"}).headers["content-type"].startswith(MD)
@@ -1021,3 +1039,168 @@ def test_a_submit_that_ends_after_its_client_left_gives_back_every_slot_it_took(
         return slots.used
 
     assert asyncio.run(scenario()) == 0
+
+
+class _Pages:
+    """A Converter as convert_pages sees it: submit() returns one future per page asked for, finished at once
+    (`done`: pages finish faster than a submit) or left for the test; it remembers what was submitted and
+    cancelled."""
+
+    def __init__(self, done: bool) -> None:
+        import threading
+
+        self.done, self.lock = done, threading.Lock()
+        self.submitted: list[int] = []
+        self.futures: list = []
+        self.cancelled = 0
+
+    def submit(self, path, priority, pages, name):
+        from concurrent.futures import Future
+
+        from ocrbatch.records import PageResult, Status
+
+        out = []
+        for p in map(int, pages.split(",")):
+            f: Future = Future()
+            if self.done:
+                f.set_result(PageResult(ref=None, status=Status.OK, markdown=f"page {p}"))
+            out.append(f)
+        with self.lock:
+            self.submitted += map(int, pages.split(","))
+            self.futures += out
+        return out
+
+    def cancel(self, futures):
+        n = sum(f.cancel() for f in futures)
+        self.cancelled += n
+        return n
+
+
+def test_a_long_requests_results_come_between_its_submits_not_after_the_last():
+    """Issue 39 B8: pages that finish faster than a submit (a 3,000-frame TIFF) were held back until the last
+    page was submitted (page 1, then nothing for 40 s). Here every page is done when its submit returns and
+    the slots let a submit take 3 pages of a window of 4: the first result comes after one submit, before the
+    last page is submitted; then every page comes once, in order, and every slot is back."""
+    import asyncio
+
+    from ocrbatch.serve.limits import PageSlots
+    from ocrbatch.serve.pages import convert_pages
+
+    conv = _Pages(done=True)
+
+    async def scenario():
+        slots = PageSlots(3)
+        pages = convert_pages(conv, slots.admit(), Path("long.tif"), "long.tif", list(range(1, 31)), "bulk", 4,
+                              lambda n: None)
+        page, result = await anext(pages)
+        first_seen = list(conv.submitted)
+        rest = [p async for p, _ in pages]
+        return page, result, first_seen, rest, slots.used
+
+    page, result, first_seen, rest, used = asyncio.run(scenario())
+    assert page == 1 and result.markdown == "page 1"
+    assert 30 not in first_seen and len(first_seen) <= 4, first_seen  # one submit's pages, not the whole request
+    assert [1, *rest] == list(range(1, 31)) and used == 0
+
+
+def test_a_client_leaving_mid_stream_frees_its_pages_within_one_window():
+    """Issue 39 B8: the stream closed after its first results (the client gone): the request's pages not
+    finished are cancelled at once, at most a window of them had been submitted past what was sent, and every
+    slot is back. Counted, not timed."""
+    import asyncio
+
+    from ocrbatch.serve.limits import PageSlots
+    from ocrbatch.serve.pages import convert_pages
+
+    conv = _Pages(done=False)
+    window = 4
+
+    async def scenario():
+        slots = PageSlots(8)
+        pages = convert_pages(conv, slots.admit(), Path("long.tif"), "long.tif", list(range(1, 1001)), "bulk",
+                              window, lambda n: None)
+        step = asyncio.ensure_future(anext(pages))
+        for _ in range(200):  # bounded: the first submit lands on the loop
+            await asyncio.sleep(0.01)
+            if conv.futures:
+                break
+        conv.futures[0].set_result("page 1")  # page 1 finishes
+        got = [await step]
+        await pages.aclose()  # the client left
+        for _ in range(5):  # the cancelled pages' slots come back on the loop
+            await asyncio.sleep(0)
+        return got, slots.used
+
+    got, used = asyncio.run(scenario())
+    assert [p for p, _ in got] == [1] and used == 0
+    assert len(conv.submitted) <= 1 + window, conv.submitted  # what was sent, and at most a window beyond
+    assert conv.cancelled == len(conv.submitted) - 1 and all(f.done() for f in conv.futures)
+
+
+def test_a_stream_whose_last_page_comes_as_its_client_leaves_leaves_no_unretrieved_task_error():
+    """Issue 39 (the soak's log): the pages ran out (StopAsyncIteration) in the same turn as the client left;
+    that end was never looked at, and asyncio logged "Task exception was never retrieved" for it."""
+    import asyncio
+    import gc
+    from types import SimpleNamespace
+
+    from ocrbatch.serve.answer import Job
+
+    class Metric:
+        def labels(self, *a):
+            return self
+
+        def inc(self, *a):
+            pass
+
+        observe = inc
+
+    async def nothing():
+        return
+        yield  # an async generator with no pages left
+
+    async def receive():
+        return {"type": "http.disconnect"}
+
+    async def scenario():
+        errors: list[str] = []
+        asyncio.get_running_loop().set_exception_handler(lambda loop, ctx: errors.append(ctx["message"]))
+        state = SimpleNamespace(drained=asyncio.Event(), metrics=SimpleNamespace(pages=Metric(), requests=Metric(),
+                                latency=Metric(), page_batch=Metric()), active=1, drain_message=lambda: "")
+        upload = SimpleNamespace(name="x.pdf", remove=lambda: None)
+        job = Job(state, SimpleNamespace(receive=receive), nothing(), SimpleNamespace(close=lambda: None), upload,
+                  True, "interactive", 0.0)
+        lines = [line async for line in job.ndjson()]
+        gc.collect()
+        await asyncio.sleep(0)
+        return lines, errors, state.active
+
+    lines, errors, active = asyncio.run(scenario())
+    assert active == 0 and not any("never retrieved" in e for e in errors), errors
+
+
+def test_a_client_that_stops_reading_a_stream_is_taken_as_gone_after_the_stall_bound(tmp_path):
+    """Issue 39: a client that can no longer say it left (a peer dead without closing) stops taking bytes; its
+    stream stalls at the first line the buffers cannot hold. After SEND_STALL_S (1 s here) without room the
+    stream ends, its pages are cancelled and its slots freed, with one line in the log and no traceback."""
+    srv = Server(tmp_path / "srv", "--engine", "big-pages", "--max-queue", "4", "--max-batch", "2",
+                 "--max-wait-ms", "0", env={"OCRBATCH_TEST_SEND_STALL_S": "1"})
+    try:
+        body = pdf(tmp_path, 40)  # 40 pages of 256 KB of Markdown each: 10 MB, more than the buffers hold
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect((srv.host, srv.port))
+        sock.sendall(head(len(body), accept="application/x-ndjson").replace(
+            f"Authorization: Bearer {TOKEN}\r\n".encode(), b"") + body)  # and never read
+        until(lambda: srv.metric("ocrbatch_http_requests_total", route="/v1/convert", status="499") >= 1,
+              "the stalled stream to be ended", 120)
+        until(lambda: srv.metric("ocrbatch_queue_used") == 0 and srv.metric("ocrbatch_pages_in_flight") == 0,
+              "its slots and pages to be freed")
+        log = srv.log.read_text()
+        assert "the client took no bytes for 1 s; taken as gone (499)" in log and "Traceback" not in log, log
+        assert "without completing response" not in log, log  # dropped as a client gone, not left to close
+        assert srv.metric("ocrbatch_engine_pages_total") < 40  # it stopped short of converting every page
+        sock.close()
+        assert srv.convert(png("still serving")).status_code == 200
+    finally:
+        assert srv.stop() == 0

@@ -40,11 +40,17 @@ class Reply(Protocol):
 
 
 class FutureReply:
-    """A page submitted through the Python API: its result completes a Future."""
+    """A page submitted through the Python API: its result completes a Future.
+
+    Which answer wins is settled under a lock (a device thread, the decode watchdog and close() may answer at
+    once); the Future is completed after it is released, so its done-callbacks, the caller's code, run outside
+    every lock of the converter: a callback may call close() or submit() (`answering()` tells close() it runs
+    in one)."""
 
     def __init__(self, future: Future, lane: str, done: Callable[[], None] = lambda: None) -> None:
         self.future, self.lane, self._done = future, lane, done
-        self._lock = threading.Lock()  # a device thread, the decode watchdog and close() may answer at once
+        self._lock = threading.Lock()
+        self._answered = False  # an answer has won (it may be completing the Future outside the lock)
         self._landed = False
 
     def wanted(self) -> bool:
@@ -52,24 +58,31 @@ class FutureReply:
 
     def start(self) -> bool:
         with self._lock:
-            go = not self.future.done() and self.future.set_running_or_notify_cancel()
+            go = not self._answered and not self.future.done() and self.future.set_running_or_notify_cancel()
         if go:
             return True
         self._land()  # cancelled (or answered already): dropped
         return False
 
-    def deliver(self, result: PageResult) -> None:
+    def _claim(self) -> bool:
+        """Under the lock: this answer wins. Answered already (a stall given up, then the stuck batch ended;
+        close() failed it) or cancelled: it loses. A winner's Future is running, so no cancel() comes between."""
         with self._lock:
-            # Answered already (a stall given up, then the stuck batch ended; close() failed it) or cancelled
-            # while it was read: no second answer, but it has landed all the same (exactly once).
-            if not self.future.done() and (self.future.running() or self.future.set_running_or_notify_cancel()):
-                self.future.set_result(result)
-        self._land()
+            if self._answered or self.future.done():
+                return False
+            if not self.future.running() and not self.future.set_running_or_notify_cancel():
+                return False  # cancelled
+            self._answered = True
+            return True
+
+    def deliver(self, result: PageResult) -> None:
+        if self._claim():
+            _answer(self.future.set_result, result)
+        self._land()  # lost or won, it has landed all the same (exactly once)
 
     def fail(self, exc: BaseException) -> None:
-        with self._lock:
-            if not self.future.done():
-                self.future.set_exception(exc)
+        if self._claim():
+            _answer(self.future.set_exception, exc)
         self._land()
 
     def _land(self) -> None:
@@ -79,6 +92,23 @@ class FutureReply:
                 return
             self._landed = True
         self._done()
+
+
+_answering = threading.local()
+
+
+def answering() -> bool:
+    """True inside a Future's done-callbacks run by a FutureReply (the caller's code, on one of the converter's
+    threads, whose end that code must not wait for)."""
+    return getattr(_answering, "depth", 0) > 0
+
+
+def _answer(complete: Callable[[object], None], value: object) -> None:
+    _answering.depth = getattr(_answering, "depth", 0) + 1
+    try:
+        complete(value)  # runs the Future's done-callbacks here, no lock held
+    finally:
+        _answering.depth -= 1
 
 
 class Lanes:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from typing import TYPE_CHECKING, Any, AsyncIterator
 
@@ -19,6 +20,7 @@ from starlette.types import Receive, Scope, Send
 from ..errors import EngineLoadError
 from ..records import PageResult, Status
 from .accept import MARKDOWN, NDJSON
+from .guard import ABORT
 from .limits import Ticket
 from .upload import Upload
 
@@ -26,6 +28,12 @@ if TYPE_CHECKING:
     from .state import ServerState
 
 ROUTE = "/v1/convert"
+# A streamed answer's client that takes no bytes for this long is gone (a peer dead without closing: power off,
+# a NAT entry dropped): its stream ends and its pages are cancelled, rather than holding their slots until TCP
+# gives up (15 minutes and more). A client that closes is seen at once; this bounds the one that cannot say so.
+SEND_STALL_S = 60.0
+
+log = logging.getLogger("ocrbatch")
 
 
 def page_entry(page: int, result: PageResult, lines: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -159,6 +167,8 @@ class Job:
                 if step is not None and not step.done():
                     step.cancel()  # the pages' own finally cancels what is left
                     await asyncio.gather(step, return_exceptions=True)
+                elif step is not None and not step.cancelled():
+                    step.exception()  # the last page came as the client left: its StopAsyncIteration is seen
                 await self.close()
                 self._done(ended if ended is not None else 499)
 
@@ -172,14 +182,33 @@ class Streamed(StreamingResponse):
         self.job = job
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def send_or_gone(message: Any) -> None:
+            with anyio.move_on_after(SEND_STALL_S) as waited:  # only the wait for room is cut: nothing half sent
+                await send(message)
+            if waited.cancelled_caught:
+                raise _Stalled()
+
         try:
-            await super().__call__(scope, receive, send)
+            await super().__call__(scope, receive, send_or_gone)
+        except _Stalled:
+            client = scope.get("client")
+            log.warning("POST %s from %s: the client took no bytes for %g s; taken as gone (499)", ROUTE,
+                        f"{client[0]}:{client[1]}" if client else "a client", SEND_STALL_S)
+            abort = (scope.get("extensions") or {}).get(ABORT)
+            if abort is not None:  # dropped, bytes buffered and all (a close would wait for them to be sent)
+                abort()
+                await asyncio.sleep(0)  # its connection_lost runs first: the server sees a client gone, not an
+                # answer left unfinished by the app
         finally:
             with anyio.CancelScope(shield=True):
                 await self.body_iterator.aclose()  # left at a line not sent: its finally runs now
                 if not self.job.closed:  # never started: its finally never ran
                     await self.job.close()
                     self.job._done(499)
+
+
+class _Stalled(Exception):
+    """A streamed answer's client took no bytes for SEND_STALL_S."""
 
 
 def _line(obj: dict[str, Any]) -> bytes:

@@ -24,6 +24,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Callable, Collection
 
+ABORT = "ocrbatch.abort"  # the scope's extension: drop this request's connection now (answer.py: a stalled client)
 HEALTH_ROOM = 16  # connections beyond --max-connections still accepted, so that health checks get through
 FD_RESERVE = 128  # file descriptors kept for everything else: the engine's files, uploads, logs, threads
 
@@ -106,6 +107,11 @@ def guarded(base: type[asyncio.Protocol], guard: ConnectionGuard) -> type[asynci
             super().data_received(data)
             if self.cycle is not None and not self.cycle.response_complete:
                 self._disarm()  # its headers are in: the request is the app's now
+                # Closing waits for the bytes buffered to be sent: a client that takes none would keep the
+                # connection (and its descriptor) for good. The app may drop it instead.
+                extensions = self.cycle.scope.get("extensions") or {}
+                extensions[ABORT] = self.transport.abort
+                self.cycle.scope["extensions"] = extensions
             elif self._header_timer is None and not self.transport.is_closing():
                 self._arm()  # the first bytes of the next request on a kept-alive connection
 

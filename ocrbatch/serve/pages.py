@@ -19,6 +19,8 @@ from ..errors import EngineLoadError, error_line
 from ..records import PageResult, Status
 from .limits import Ticket
 
+REFILL = 2  # a request's next pages are submitted once 1/REFILL of its window is free (and no result is waiting)
+
 
 async def convert_pages(conv: Any, ticket: Ticket, path: Path, name: str, numbers: list[int], priority: str,
                         window: int, cancelled: Callable[[int], None]) -> AsyncIterator[tuple[int, PageResult]]:
@@ -64,7 +66,12 @@ async def convert_pages(conv: Any, ticket: Ticket, path: Path, name: str, number
     try:
         number = next(left, None)
         while number is not None or pending:
-            while number is not None and running < window:
+            # Finished pages go out before anything more is submitted: a submit may take longer than pages take
+            # to finish (a long multi-frame file), and submitting while slots are free would hold every result
+            # back until the last page is in (issue 39). Then one submit, and results again. A submit costs per
+            # call (it opens the file), so the window is refilled once half of it is free, not page by page.
+            head_done = bool(pending) and pending[0][1].done()
+            if number is not None and running <= window // REFILL and not head_done:
                 # One submit for as many pages as have slots free now (one opening of the file), at least one.
                 await ticket.take()
                 chunk = [number]
@@ -93,7 +100,8 @@ async def convert_pages(conv: Any, ticket: Ticket, path: Path, name: str, number
                 pending.extend(zip(chunk, futures))
                 if number is None:
                     ticket.close()  # nothing left to submit: the slots go back as the pages finish
-            page, future = pending[0]
+                continue
+            page, future = pending[0]  # there is one: a page is running (running <= len(pending)), or done
             try:
                 result = await asyncio.shield(asyncio.wrap_future(future))
             except EngineLoadError:

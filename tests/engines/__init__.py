@@ -256,6 +256,18 @@ class GateEngine(FakeEngine):
         return super().infer(pages)
 
 
+class BigPages(FakeEngine):
+    """Each page's Markdown is 256 KB: a few dozen pages fill a connection's buffers (4 MB and more on Linux)."""
+
+    name = "big-pages"
+
+    def infer(self, pages: Sequence[PageImage]) -> list[PageOutput | Exception]:
+        outs = super().infer(pages)
+        for out in outs:
+            out.markdown += "x" * 262144 + "\n"
+        return outs
+
+
 class TypedConfidence(FakeEngine):
     """Says how sure it was only through the typed PageOutput.confidence (no `info` copy)."""
 

@@ -11,8 +11,17 @@ _D = "tests/test_docs.py::"
 _Y = "tests/test_ray.py::"
 _H, _V = "tests/test_hostile_files.py::", "tests/test_converter.py::"
 _O = "tests/test_options.py::"
+_DI = "tests/test_discover.py::"
 
 CONVERT = [
+    Mutation("names-held-key-only-in-its-folder", "ocrbatch/pipeline/names.py", "        return stems[0], True",
+             "        return None, False",
+             (_DI + "test_one_source_has_one_output_however_it_is_named[folder-stdin]",),
+             "a file listed on stdin after a walk converted it is converted again under a second name"),
+    Mutation("names-kept-key-told-as-rename", "ocrbatch/pipeline/discover.py",
+             "            if not kept:  # kept", "            if True:  # kept",
+             (_DI + "test_one_source_has_one_output_however_it_is_named[stdin-folder]",),
+             "a file named another way than before is warned of as if another input took its name"),
     Mutation("names-newcomer-takes-owned", "ocrbatch/pipeline/names.py",
              "        return self.book is None or all(self.book.holder(n) in (None, source) for n in names)",
              "        return True", (_C + "test_a_source_keeps_its_output_name_and_a_newcomer_gets_another",),

@@ -136,3 +136,32 @@ def test_a_page_selection_that_names_none_of_a_files_pages_says_so_per_file(tmp_
     for name in ("one.png", "two.png"):
         (line,) = [line for line in r.stderr.splitlines() if name in line]
         assert line.endswith(f"{name}: --pages 2-3 selects none of its 1 page")
+
+
+STYLES = ("folder", "relative", "absolute", "stdin", "symlink")
+
+
+def _convert_in_style(style: str, home: Path) -> tuple[list[str], str | None]:
+    """The arguments (and stdin) that name docs/sub/report.pdf the way `style` does, run from `home`."""
+    return {"folder": (["docs"], None), "relative": (["docs/sub/report.pdf"], None),
+            "absolute": ([str(home / "docs" / "sub" / "report.pdf")], None),
+            "stdin": (["-"], "docs/sub/report.pdf\n"), "symlink": (["link.pdf"], None)}[style]
+
+
+@pytest.mark.parametrize("first,second", [(a, b) for a in STYLES for b in STYLES if a != b])
+def test_one_source_has_one_output_however_it_is_named(tmp_path, first, second):
+    """A walk, a relative or absolute path, a stdin list, a symlink: one file, one output and one record per page;
+    a second run that names it another way skips it (the name an output was first written under stays)."""
+    save_pdf(tmp_path / "docs" / "sub" / "report.pdf", [draw_page(f"page {i}") for i in range(3)])
+    os.symlink(tmp_path / "docs" / "sub" / "report.pdf", tmp_path / "link.pdf")
+    args, stdin = _convert_in_style(first, tmp_path)
+    r = run_cli("convert", *args, "-o", "md", "--engine", "fake", cwd=tmp_path, stdin=stdin)
+    assert r.returncode == 0, r.stderr
+    written = outputs(tmp_path / "md")
+    assert len(written) == 3
+    args, stdin = _convert_in_style(second, tmp_path)
+    r = run_cli("convert", *args, "-o", "md", "--engine", "fake", "--json", cwd=tmp_path, stdin=stdin)
+    assert r.returncode == 0, r.stderr
+    assert outputs(tmp_path / "md") == written
+    assert [(rec["output"], rec["status"]) for rec in manifest(tmp_path / "md")] == [(w, "skipped") for w in written]
+    assert "same output name" not in r.stderr  # nothing else maps there: no rename to warn of

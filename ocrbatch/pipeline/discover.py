@@ -381,8 +381,9 @@ def discover(inputs: Iterable[str], *, stdin: IO[str] | None, null_separated: bo
             if not selected:
                 raise DecodeError(f"--pages {_selection_text(pages)} selects none of its {count} "
                                   f"page{'s' if count > 1 else ''}")
-            key, full_key = claims.claim(cand.rel, str(cand.path), multipage, count)
-            _tell_renamed(cand.display, cand.rel, key, full_key, multipage, claims.name_max, found)
+            key, full_key, kept = claims.claim(cand.rel, str(cand.path), multipage, count)
+            if not kept:  # kept: the name an earlier run gave this very file, named another way then
+                _tell_renamed(cand.display, cand.rel, key, full_key, multipage, claims.name_max, found)
         except DecodeError as exc:
             emit_result(PageResult.failed_file(cand.path, cand.display, str(exc)))
             continue

@@ -165,3 +165,37 @@ def test_one_source_has_one_output_however_it_is_named(tmp_path, first, second):
     assert outputs(tmp_path / "md") == written
     assert [(rec["output"], rec["status"]) for rec in manifest(tmp_path / "md")] == [(w, "skipped") for w in written]
     assert "same output name" not in r.stderr  # nothing else maps there: no rename to warn of
+
+
+# -- stdin: a list of paths, or one document ----------------------------------------------------------------
+
+def test_a_pdf_on_stdin_is_one_document_named_stdin(tmp_path):
+    pdf = save_pdf(tmp_path / "scan.pdf", [draw_page(f"page {i}") for i in range(2)]).read_bytes()
+    r = run_cli("convert", "-", "-o", "md", "--engine", "fake", cwd=tmp_path, stdin=pdf)
+    assert r.returncode == 0, r.stderr
+    assert outputs(tmp_path / "md") == ["stdin/page-0001.md", "stdin/page-0002.md"]
+    assert [rec["status"] for rec in manifest(tmp_path / "md")] == ["ok", "ok"]
+    assert sorted(os.listdir(tmp_path / "md")) == ["manifest.jsonl", "stdin"]  # the spooled copy went with the run
+    again = run_cli("convert", "-", "-o", "md", "--engine", "fake", cwd=tmp_path, stdin=pdf)
+    assert again.returncode == 0 and outputs(tmp_path / "md") == ["stdin/page-0001.md", "stdin/page-0002.md"]
+
+
+def test_a_png_on_stdin_is_one_document_also_to_stdout(tmp_path):
+    buf = tmp_path / "scan.png"
+    draw_page("a scan piped in").save(buf)
+    r = run_cli("convert", "-", "-o", "-", "--engine", "fake", cwd=tmp_path, stdin=buf.read_bytes())
+    assert r.returncode == 0, r.stderr.decode()
+    assert b"stdin" in r.stdout and b"no such file" not in r.stderr
+    r = run_cli("convert", "-", "-o", "md", "--engine", "fake", cwd=tmp_path, stdin=buf.read_bytes())
+    assert r.returncode == 0 and outputs(tmp_path / "md") == ["stdin.md"]
+
+
+@pytest.mark.parametrize("data", [bytes(range(256)) * 40, b"good.png\n" + b"\x00\x01\x02garbage\n" * 300],
+                         ids=["binary", "a-list-then-binary"])
+def test_binary_on_stdin_that_is_no_document_is_one_line_and_exit_2(tmp_path, data):
+    draw_page("listed").save(tmp_path / "good.png")
+    r = run_cli("convert", "-", "-o", "md", "--engine", "fake", cwd=tmp_path, stdin=data)
+    err = r.stderr.decode()
+    assert r.returncode == 2, err
+    assert len(err.splitlines()) == 1 and "stdin" in err and "binary" in err, err
+    assert not (tmp_path / "md").exists() or outputs(tmp_path / "md") == []

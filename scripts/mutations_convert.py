@@ -12,8 +12,38 @@ _Y = "tests/test_ray.py::"
 _H, _V = "tests/test_hostile_files.py::", "tests/test_converter.py::"
 _O = "tests/test_options.py::"
 _DI = "tests/test_discover.py::"
+_P = "tests/test_ui_panel.py::"
 
 CONVERT = [
+    Mutation("panel-progress-whole-batches", "ocrbatch/pipeline/stats.py",
+             "        partial = sum(w.running * min(1.0, max(0.0, w.running_done)) for w in infer_workers)",
+             "        partial = 0.0", (_P + "test_a_cpu_run_shows_progress_before_its_first_batch_ends",),
+             "a CPU run reads 0% until its first batch of several pages ends"),
+    Mutation("panel-progress-share-goes-back", "ocrbatch/engines/base.py",
+             "            self._shown = max(self._shown, now)", "            self._shown = now",
+             (_P + "test_a_batch_progress_share_never_goes_back_as_more_work_becomes_known",),
+             "the panel's progress jumps back as a page's lines become known"),
+    Mutation("rapid-progress-unsaid", "ocrbatch/engines/rapid.py",
+             "        return RunnerStats(batch_done=progress.share() if progress is not None else None)",
+             "        return RunnerStats()",
+             ("tests/test_rapid.py::test_the_engine_says_how_far_it_is_into_a_batch_as_it_reads_lines",),
+             "the embedded engine's batches show no progress until they end"),
+    Mutation("panel-queues-without-v", "ocrbatch/ui/panel.py",
+             "        table.add_row(name, *([waiting] if verbose else []), meter(busy), fmt.pct(busy))",
+             "        table.add_row(name, waiting, meter(busy), fmt.pct(busy))",
+             (_P + "test_panel_shows_progress_rates_stages_gpu_and_last_error",),
+             "the panel shows internal queue sizes to every user"),
+    Mutation("panel-nvml-error-on-cpu", "ocrbatch/ui/panel.py",
+             "if verbose and res.gpu_note else", "if res.gpu_note else",
+             (_P + "test_panel_without_gpu_shows_cpu_figures_not_why_there_are_none",),
+             "a CPU-only machine's panel shows an NVML error"),
+    Mutation("panel-batch-cap-repr", "ocrbatch/ui/panel.py", "parts.append(f\"cap {int(w.cap)}",
+             "parts.append(f\"cap {w.cap!r}", (_P + "test_no_repr_of_the_batch_cap_in_the_panel_or_the_summary",),
+             "the panel shows BatchCap(8, auto=True)"),
+    Mutation("summary-batch-cap-repr", "ocrbatch/pipeline/stats.py",
+             "\"batch_cap\": None if self.cap is None else int(self.cap),", "\"batch_cap\": self.cap,",
+             (_P + "test_no_repr_of_the_batch_cap_in_the_panel_or_the_summary",),
+             "the -v summary shows BatchCap(8, auto=True)"),
     Mutation("names-held-key-only-in-its-folder", "ocrbatch/pipeline/names.py", "        return stems[0], True",
              "        return None, False",
              (_DI + "test_one_source_has_one_output_however_it_is_named[folder-stdin]",),

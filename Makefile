@@ -52,7 +52,8 @@ test: $(VENV)/.test
 test-vllm: $(VLLM_VENV)/.test
 	$(VBIN)/python -m pytest -q tests/backend_vllm
 
-# the speed/accuracy frontier beside tesseract (about 15 min on 2 cores); make bench BENCH_ARGS=--quick: about 5
+# the speed/accuracy frontier beside tesseract (about 15 min on 2 cores); make bench BENCH_ARGS=--quick: about 5.
+# From a clone: the stress set (bench/stress) and sample_docs; the dev corpus too when ../shared is beside it.
 bench: $(VENV)/.test
 	$(BIN)/python scripts/corpus_bench.py $(BENCH_ARGS)
 

@@ -248,3 +248,19 @@ def test_the_man_page_comes_from_the_same_table(tmp_path):
     assert text.startswith(".TH OCRBATCH 1")
     for o in config.options(config.RUN):
         assert o.flag.replace("-", "\\-") in text and o.env in text.replace("\\-", "-"), o.flag
+
+
+def test_the_home_page_says_how_to_install_and_shows_a_scan_beside_its_markdown():
+    home = (DOCS / "index.md").read_text()
+    install = next(b for b in shell_blocks(DOCS / "index.md"))
+    assert "pipx install ." in install.text and "ocrbatch convert" in install.text
+    assert "make run" in install.text and ". .venv/bin/activate" in install.text
+    picture = re.search(r"!\[[^\]]+\]\(([^)]+\.png)\)", home)
+    assert picture and (DOCS / picture.group(1)).stat().st_size < 150_000  # a small picture, not a screenshot
+    assert "```markdown" in home
+
+
+def test_code_in_table_cells_may_wrap_so_that_tables_fit_their_column():
+    css = (DOCS / "stylesheets" / "extra.css").read_text()
+    rule = re.search(r"table:not\(\[class\]\) code \{([^}]*)\}", css)
+    assert rule and "nowrap" not in rule.group(1) and "overflow-wrap" in rule.group(1)

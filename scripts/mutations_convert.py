@@ -15,6 +15,11 @@ _DI = "tests/test_discover.py::"
 _P = "tests/test_ui_panel.py::"
 
 CONVERT = [
+    Mutation("man-page-needs-click", "scripts/reference.py",
+             "    pieces = cmd.collect_usage_pieces(cmd.context_class(cmd, info_name=name))",
+             "    pieces = cmd.collect_usage_pieces(__import__(\"click\").Context(cmd, info_name=name))",
+             (_D + "test_the_man_page_comes_from_the_same_table",),
+             "make man after make run fails: No module named 'click'"),
     Mutation("panel-progress-whole-batches", "ocrbatch/pipeline/stats.py",
              "        partial = sum(w.running * min(1.0, max(0.0, w.running_done)) for w in infer_workers)",
              "        partial = 0.0", (_P + "test_a_cpu_run_shows_progress_before_its_first_batch_ends",),

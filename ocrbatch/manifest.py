@@ -64,12 +64,17 @@ def well_formed(rec: Any) -> bool:
             and all(check(rec[k]) for k, check in _FIELD_TYPES.items() if k in rec))
 
 
+def output_stem(output: str) -> PurePosixPath:
+    """The key of the source an output file was written for: `a/b.md` is the single page (or the joined
+    document) of `a/b`, `a/b/page-0001.md` page 1 of `a/b`."""
+    path = PurePosixPath(output)
+    return path.parent if _PAGE_FILE.fullmatch(path.name) and path.parent.name else path.with_suffix("")
+
+
 def output_names(output: str) -> set[str]:
     """The names an output file holds for claims (pipeline/discover.py: the file, and the stem its source's key
-    has: `a/b.md` is the single page of `a/b`, `a/b/page-0001.md` page 1 of `a/b`)."""
-    path = PurePosixPath(output)
-    stem = path.parent if _PAGE_FILE.fullmatch(path.name) and path.parent.name else path.with_suffix("")
-    return {output.casefold(), "stem:" + stem.as_posix().casefold()}
+    has: output_stem)."""
+    return {output.casefold(), "stem:" + output_stem(output).as_posix().casefold()}
 
 
 def _key(source: str, page: int | None) -> tuple[str, int]:
@@ -208,7 +213,7 @@ class Manifest:
         self._latest: dict[tuple[str, int], str] = latest_records(others + [self.path], warn=True)
         # Who holds each output name (output_names), and when it was written: the latest writer wins.
         self._holders: dict[str, tuple[str, str]] = {}  # name → (finished_at, source)
-        self._held: dict[str, set[str]] = {}  # source → the output files its records name (casefolded)
+        self._held: dict[str, set[str]] = {}  # source → the output files its records name, as written
         self._source_names: dict[str, str] = {}
         for line in self._latest.values():
             rec = json.loads(line)
@@ -219,7 +224,7 @@ class Manifest:
     def _hold(self, source: str, output: str, when: str) -> None:
         held = self._held.setdefault(source, set())
         source = self._source_names.setdefault(source, source)  # one string per source, whatever its pages
-        held.add(output.casefold())
+        held.add(output)
         for name in output_names(output):
             earlier = self._holders.get(name)
             if earlier is None or earlier[1] == source or earlier[0] <= when:
@@ -227,7 +232,7 @@ class Manifest:
 
     # -- output names (pipeline/discover.py: KeyClaims) ---------------------------------------------------
     def held(self, source: str) -> set[str]:
-        """The output files (casefolded) that records of `source` name."""
+        """The output files that records of `source` name, as written (not casefolded)."""
         return set(self._held.get(source, ()))
 
     def holder(self, name: str) -> str | None:

@@ -1,18 +1,21 @@
 #!/usr/bin/env python3
 """`make bench`: the embedded engine's speed/accuracy frontier, beside tesseract, in one sitting.
 
+Runs from a clone on what the repository holds: the layout stress set (bench/stress, 42 pages with their truth,
+rendered at 150 dpi) and sample_docs/ (7 pages, timed only: they have no truth), scored by bench/score.py; and
+adds the development corpus (30 real pages) when ../shared/bench/dev is beside the checkout, timing on it then.
 For each profile (a set of `convert` flags: `auto`, the default cascade; `tiny`; tiny alone; `small`; the
-same on onnxruntime rather than OpenVINO; int8 copies), on ../shared/bench/dev (its pages/ and pdfs/ folders) and the layout stress set (bench/stress,
-rendered at 150 dpi), prints one row:
+same on onnxruntime rather than OpenVINO; int8 copies) it prints one row:
 
     profile   pages/s   × tesseract   dev CER   dev BoW-F1   stress CER   lines re-read   peak RSS
 
-- pages/s: `ocrbatch convert` run as a subprocess into a fresh output folder on the dev corpus (process
+- pages/s: `ocrbatch convert` run as a subprocess into a fresh output folder on the timed pages (the dev
+  corpus; without it the stress set and sample_docs) (process
   start and model load included), timed in ABBA order with tesseract 5 (`tesseract PAGE -`, 2 jobs, PDF
   pages rasterized at 150 dpi beforehand): tesseract, every profile, every profile again in reverse order,
   tesseract. Each ratio is (tesseract's mean time) / (the profile's mean time), so a machine shared with
   other work moves both alike. Timings are noisy on a shared machine; accuracy figures are deterministic.
-- dev CER / BoW-F1 and stress CER: ../shared/bench/score.py on the profile's Markdown.
+- dev CER / BoW-F1 (with the dev corpus) and stress CER: bench/score.py on the profile's Markdown.
 - lines re-read: the share of the page lines the cascade's second recognizer read again (from the
   manifest's info.confidence.reread), on dev and stress together.
 - peak RSS: the largest of the profile's convert runs (Linux ru_maxrss).
@@ -40,6 +43,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DEV = ROOT.parent / "shared" / "bench" / "dev"
 STRESS = ROOT / "bench" / "stress"
+SAMPLES = ROOT / "sample_docs"
+SCORER = ROOT / "bench" / "score.py"  # a copy of ../shared/bench/score.py, so that a clone scores alone
 # The frontier's profiles: (label, `convert` flags). The first is the default; --quick runs the first QUICK.
 PROFILES = (
     ("auto (default)", []),
@@ -80,14 +85,19 @@ def decoded_pages(dev: Path, dpi: int) -> list:
 
 def named_pages(dev: Path, dpi: int) -> list[tuple[str, Any]]:
     """(truth name without .txt, RGB image) of every page in dev's pages/ and pdfs/ folders."""
+    return folder_pages(sorted((dev / "pages").iterdir()) + sorted((dev / "pdfs").iterdir()), dpi)
+
+
+def folder_pages(files: list[Path], dpi: int) -> list[tuple[str, Any]]:
+    """(NAME, or NAME/page-000N for a PDF's page N; RGB image) of each image and each PDF page in `files`."""
     import pypdfium2
     from PIL import Image
 
     out = []
-    for p in sorted((dev / "pages").iterdir()):
+    for p in (p for p in files if p.suffix.lower() != ".pdf"):
         with Image.open(p) as im:
             out.append((p.stem, im.convert("RGB")))
-    for p in sorted((dev / "pdfs").iterdir()):
+    for p in (p for p in files if p.suffix.lower() == ".pdf"):
         doc = pypdfium2.PdfDocument(str(p))
         try:
             for i in range(len(doc)):
@@ -279,10 +289,9 @@ def print_rss(workdir: Path) -> None:
 
 
 def score(dev: Path, out: Path, truth: Path | None = None) -> tuple[dict, str]:
-    scorer = dev.parent / "score.py"
     truth = truth or dev / "truth"
     with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
-        run = subprocess.run([sys.executable, str(scorer), str(truth), str(out), "--json", tmp.name,
+        run = subprocess.run([sys.executable, str(SCORER), str(truth), str(out), "--json", tmp.name,
                               "--quiet", "--manifest", str(truth.parent / "MANIFEST.tsv")],
                              capture_output=True, text=True, check=True)
         figures = json.loads(Path(tmp.name).read_text())
@@ -345,9 +354,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
         return 0
-    if not (a.dev / "truth").is_dir():
-        print(f"bench: no corpus at {a.dev}", file=sys.stderr)
-        return 2
+    have_dev = (a.dev / "truth").is_dir()
     profiles = list(PROFILES[:QUICK] if a.quick else PROFILES)
     if a.profiles:
         wanted = [w.strip() for w in a.profiles.split(",")]
@@ -355,17 +362,20 @@ def main(argv: list[str] | None = None) -> int:
     if a.engine != "rapidocr":
         profiles = [(a.engine, [])]
 
-    n_pages = sum(1 for _ in (a.dev / "truth").rglob("*.txt"))
-    print(f"make bench: {n_pages} pages of {a.dev} (pages/, pdfs/) and bench/stress, engine {a.engine}, "
-          f"{os.cpu_count()} CPUs: {cpu_model()}", flush=True)
     workdir = Path(tempfile.mkdtemp(prefix="ocrbatch-bench-"))
     keep = a.keep or workdir
     rows: dict[str, dict[str, Any]] = {label: {"walls": [], "rss": 0} for label, _ in profiles}
     tess_walls: list[float] = []
     tess_figures: dict | None = None
     try:
-        pages = named_pages(a.dev, 150)
         stress = stress_pages(workdir)  # renders bench/stress into workdir/stress-png
+        # the timed pages: the dev corpus, or what the clone holds (the stress set and sample_docs)
+        timed_inputs = [a.dev / "pages", a.dev / "pdfs"] if have_dev else [workdir / "stress-png", SAMPLES]
+        pages = named_pages(a.dev, 150) if have_dev else stress + folder_pages(sorted(SAMPLES.iterdir()), 150)
+        n_pages = len(pages)
+        timed = f"{a.dev} (pages/, pdfs/)" if have_dev else f"bench/stress and sample_docs (no dev corpus at {a.dev})"
+        print(f"make bench: {n_pages} pages of {timed} timed, engine {a.engine}, {os.cpu_count()} CPUs: "
+              f"{cpu_model()}", flush=True)
         warm_int8(profiles)
         has_tesseract = shutil.which("tesseract") is not None
 
@@ -375,13 +385,13 @@ def main(argv: list[str] | None = None) -> int:
                 t_wall, t_out = tesseract(pages, workdir / "tesseract")  # type: ignore[misc]
                 tess_walls.append(t_wall)
                 print(f"  timed: tesseract {t_wall:.1f} s", file=sys.stderr, flush=True)
-                if tess_figures is None:
+                if tess_figures is None and have_dev:
                     tess_figures, _ = score(a.dev, t_out)
 
         time_tesseract()
         for label, flags in profiles + ([] if a.quick else profiles[::-1]):  # A B C ... C B A
             out = keep / "dev" / _slug(label)
-            wall, code, rss = convert(a.dev, out, a.engine, [*flags, *extra])
+            wall, code, rss = convert(a.dev, out, a.engine, [*flags, *extra], inputs=timed_inputs)
             row = rows[label]
             row["walls"].append(wall)
             row["rss"], row["code"], row["dev_out"] = max(row["rss"], rss), code, out
@@ -393,13 +403,14 @@ def main(argv: list[str] | None = None) -> int:
             rows[label]["stress_out"] = out
         for label, _ in profiles:
             row = rows[label]
-            row["dev"], row["dev_last"] = score(a.dev, row["dev_out"])
+            row["dev"], row["dev_last"] = score(a.dev, row["dev_out"]) if have_dev else (None, "")
             row["stress"], _ = score(a.dev, row["stress_out"], STRESS / "truth")
-            d_again, d_lines = reread_share(row["dev_out"])
+            d_again, d_lines = reread_share(row["dev_out"]) if have_dev else (0, 0)
             s_again, s_lines = reread_share(row["stress_out"])
             row["reread"] = (d_again + s_again) / (d_lines + s_lines) if d_lines + s_lines else None
-        if a.layout:
+        if a.layout and have_dev:
             read_all(pages, DEFAULT_SIZE, workdir / "layout-dev", 8, f"{DEFAULT_SIZE} dev")
+        if a.layout:
             read_all(stress, DEFAULT_SIZE, workdir / "layout-stress", 8, f"{DEFAULT_SIZE} stress")
         if not (a.no_rss or a.quick):  # in a fresh process: this one holds decoded pages by now
             sys.stdout.flush()
@@ -407,8 +418,9 @@ def main(argv: list[str] | None = None) -> int:
         print_frontier(profiles, rows, tess_walls, n_pages, tess_figures)
         default_label = profiles[0][0]
         default = rows[default_label]
-        print_kinds(f"dev corpus, {default_label}", default["dev"])
-        print(default["dev_last"])
+        if have_dev:
+            print_kinds(f"dev corpus, {default_label}", default["dev"])
+            print(default["dev_last"])
         print_kinds(f"stress set (bench/stress, 150 dpi), {default_label}", default["stress"])
         print_old_new(default["stress"])
         unexpected, missing = prose_tables(default["stress_out"])
@@ -439,8 +451,9 @@ def print_frontier(profiles, rows, tess_walls: list[float], n_pages: int, tess_f
         ratio = f"{tess / wall:12.2f}" if tess else f"{'-':>12s}"
         share = f"{100 * row['reread']:7.1f}%" if row["reread"] is not None else f"{'-':>8s}"
         exit_note = "" if row.get("code") == 0 else f"  (exit {row.get('code')})"
-        print(f"{label:22s} {n_pages / wall:8.2f} {ratio} {row['dev']['overall']['cer']:8.4f} "
-              f"{row['dev']['overall']['mean_bow_f1']:7.4f} {row['stress']['overall']['cer']:8.4f} {share} "
+        dev = (f"{row['dev']['overall']['cer']:8.4f} {row['dev']['overall']['mean_bow_f1']:7.4f}" if row["dev"]
+               else f"{'-':>8s} {'-':>7s}")
+        print(f"{label:22s} {n_pages / wall:8.2f} {ratio} {dev} {row['stress']['overall']['cer']:8.4f} {share} "
               f"{row['rss'] / 2**20:5.0f} MiB  {' '.join(flags) or '(none)'}{exit_note}")
     if tess and tess_figures is not None:
         t = tess_figures["overall"]

@@ -9,6 +9,9 @@ _K, _Q, _R = "tests/test_cascade.py::", "tests/test_int8.py::", "tests/test_runt
 _G = "tests/test_rapid_layouts.py::"
 
 ENGINE = [
+    Mutation("doctor-openvino-extra-unsaid", "ocrbatch/doctor.py", "        elif not ov and amx:", "        elif False:",
+             ("tests/test_doctor.py::test_on_a_cpu_with_amx_and_no_openvino_doctor_recommends_the_extra",),
+             "a plain install on an AMX CPU runs 2-3x slower and nothing says why or what to install"),
     Mutation("cascade-never-rereads", "ocrbatch/engines/rapid.py",
              "    return below >= 1 or sureness(reading) < below or _odd(reading.text)", "    return _odd(reading.text)",
              (_K + "test_a_line_the_fast_model_is_unsure_of_is_read_again_and_the_better_reading_kept",),

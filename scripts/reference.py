@@ -141,17 +141,15 @@ def _root_options() -> list[Any]:
 
 
 def _usage(name: str, cmd: Any) -> str:
-    import click
-
-    pieces = cmd.collect_usage_pieces(click.Context(cmd, info_name=name))
+    # the command's own Context class: typer 0.29 carries its own click (typer._click), and the click package
+    # may be absent (a plain install) or another copy whose classes typer's commands are not instances of
+    pieces = cmd.collect_usage_pieces(cmd.context_class(cmd, info_name=name))
     return f"ocrbatch {name} " + " ".join(p.replace("{", "").replace("}", "").upper() for p in pieces)
 
 
 def _param_row(p: Any) -> str:
-    import click
-
-    if isinstance(p, click.Argument):
-        return f"| `{p.human_readable_name}` | {_cell(getattr(p, 'help', '') or '')} |"
+    if p.param_type_name == "argument":
+        return f"| `{(p.metavar or p.name).upper()}` | {_cell(getattr(p, 'help', '') or '')} |"
     names = ", ".join(f"`{n}`" for n in [*p.opts, *p.secondary_opts])
     default = p.default if not callable(p.default) else None
     shown = f" (default: `{default}`)" if default not in (None, False, 0, "", ()) and not p.count else ""

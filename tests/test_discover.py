@@ -136,3 +136,66 @@ def test_a_page_selection_that_names_none_of_a_files_pages_says_so_per_file(tmp_
     for name in ("one.png", "two.png"):
         (line,) = [line for line in r.stderr.splitlines() if name in line]
         assert line.endswith(f"{name}: --pages 2-3 selects none of its 1 page")
+
+
+STYLES = ("folder", "relative", "absolute", "stdin", "symlink")
+
+
+def _convert_in_style(style: str, home: Path) -> tuple[list[str], str | None]:
+    """The arguments (and stdin) that name docs/sub/report.pdf the way `style` does, run from `home`."""
+    return {"folder": (["docs"], None), "relative": (["docs/sub/report.pdf"], None),
+            "absolute": ([str(home / "docs" / "sub" / "report.pdf")], None),
+            "stdin": (["-"], "docs/sub/report.pdf\n"), "symlink": (["link.pdf"], None)}[style]
+
+
+@pytest.mark.parametrize("first,second", [(a, b) for a in STYLES for b in STYLES if a != b])
+def test_one_source_has_one_output_however_it_is_named(tmp_path, first, second):
+    """A walk, a relative or absolute path, a stdin list, a symlink: one file, one output and one record per page;
+    a second run that names it another way skips it (the name an output was first written under stays)."""
+    save_pdf(tmp_path / "docs" / "sub" / "report.pdf", [draw_page(f"page {i}") for i in range(3)])
+    os.symlink(tmp_path / "docs" / "sub" / "report.pdf", tmp_path / "link.pdf")
+    args, stdin = _convert_in_style(first, tmp_path)
+    r = run_cli("convert", *args, "-o", "md", "--engine", "fake", cwd=tmp_path, stdin=stdin)
+    assert r.returncode == 0, r.stderr
+    written = outputs(tmp_path / "md")
+    assert len(written) == 3
+    args, stdin = _convert_in_style(second, tmp_path)
+    r = run_cli("convert", *args, "-o", "md", "--engine", "fake", "--json", cwd=tmp_path, stdin=stdin)
+    assert r.returncode == 0, r.stderr
+    assert outputs(tmp_path / "md") == written
+    assert [(rec["output"], rec["status"]) for rec in manifest(tmp_path / "md")] == [(w, "skipped") for w in written]
+    assert "same output name" not in r.stderr  # nothing else maps there: no rename to warn of
+
+
+# -- stdin: a list of paths, or one document ----------------------------------------------------------------
+
+def test_a_pdf_on_stdin_is_one_document_named_stdin(tmp_path):
+    pdf = save_pdf(tmp_path / "scan.pdf", [draw_page(f"page {i}") for i in range(2)]).read_bytes()
+    r = run_cli("convert", "-", "-o", "md", "--engine", "fake", cwd=tmp_path, stdin=pdf)
+    assert r.returncode == 0, r.stderr
+    assert outputs(tmp_path / "md") == ["stdin/page-0001.md", "stdin/page-0002.md"]
+    assert [rec["status"] for rec in manifest(tmp_path / "md")] == ["ok", "ok"]
+    assert sorted(os.listdir(tmp_path / "md")) == ["manifest.jsonl", "stdin"]  # the spooled copy went with the run
+    again = run_cli("convert", "-", "-o", "md", "--engine", "fake", cwd=tmp_path, stdin=pdf)
+    assert again.returncode == 0 and outputs(tmp_path / "md") == ["stdin/page-0001.md", "stdin/page-0002.md"]
+
+
+def test_a_png_on_stdin_is_one_document_also_to_stdout(tmp_path):
+    buf = tmp_path / "scan.png"
+    draw_page("a scan piped in").save(buf)
+    r = run_cli("convert", "-", "-o", "-", "--engine", "fake", cwd=tmp_path, stdin=buf.read_bytes())
+    assert r.returncode == 0, r.stderr.decode()
+    assert b"stdin" in r.stdout and b"no such file" not in r.stderr
+    r = run_cli("convert", "-", "-o", "md", "--engine", "fake", cwd=tmp_path, stdin=buf.read_bytes())
+    assert r.returncode == 0 and outputs(tmp_path / "md") == ["stdin.md"]
+
+
+@pytest.mark.parametrize("data", [bytes(range(256)) * 40, b"good.png\n" + b"\x00\x01\x02garbage\n" * 300],
+                         ids=["binary", "a-list-then-binary"])
+def test_binary_on_stdin_that_is_no_document_is_one_line_and_exit_2(tmp_path, data):
+    draw_page("listed").save(tmp_path / "good.png")
+    r = run_cli("convert", "-", "-o", "md", "--engine", "fake", cwd=tmp_path, stdin=data)
+    err = r.stderr.decode()
+    assert r.returncode == 2, err
+    assert len(err.splitlines()) == 1 and "stdin" in err and "binary" in err, err
+    assert not (tmp_path / "md").exists() or outputs(tmp_path / "md") == []

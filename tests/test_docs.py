@@ -89,39 +89,71 @@ def sandbox(tmp_path):
     return home, env
 
 
-def run_block(block: Block, home: Path, env: dict[str, str]) -> list[subprocess.CompletedProcess]:
-    check = block.check or {}
-    env = dict(env)
-    if check.get("engine") != "embedded":
-        env["OCRBATCH_ENGINE"] = "fake"
-    text = block.text
-    if "fake" in check:
-        assert check["fake"] in text, f"{block.where}: the check's fake= text is not in the example"
-        text = text.replace(check["fake"], "--engine fake")
-    if block.lang == "crontab":  # each entry's command, run by sh from the home folder, as cron does
-        commands = [line.split(None, 5)[5] for line in text.splitlines() if line.strip() and not line.startswith("#")]
-        return [subprocess.run(["sh", "-c", c], cwd=home, env=env, capture_output=True, text=True,
-                               timeout=EXAMPLE_TIMEOUT_S) for c in commands]
-    return [subprocess.run(["bash", "-e", "-o", "pipefail", "-c", text], cwd=home, env=env, capture_output=True,
-                           text=True, timeout=EXAMPLE_TIMEOUT_S)]
+@pytest.fixture
+def checkout(sandbox, tmp_path):
+    """The sandbox as the checkout after `make run`: its .venv is this Python's virtualenv (a symlink: nothing is
+    installed), and `ocrbatch` is on PATH only once that is activated, as the pages say."""
+    home, env = sandbox
+    venv = Path(sys.prefix)
+    if not (venv / "bin" / "activate").is_file():
+        pytest.skip("the tests do not run in a virtualenv: no .venv/bin/activate to follow the pages with")
+    (home / ".venv").symlink_to(venv)
+    bare = [p for p in env["PATH"].split(os.pathsep) if p != str(tmp_path / "bin") and not (Path(p) / "ocrbatch").exists()]
+    return home, {**env, "PATH": os.pathsep.join(bare)}
+
+
+def one_shell(examples: list[Block], said: Path) -> str:
+    """One bash script that runs `examples` in page order, as a user types them into one shell: the set-up's
+    lines but `make` (which installs: the checkout fixture stands for what it made) in the shell itself, so
+    that activating .venv holds for what follows; each example in a subshell of it, its stdout, stderr and exit
+    code kept under `said` as N.out, N.err and N.rc (N.M for the Mth entry of a crontab, run by sh from the home
+    folder, as cron does)."""
+    script = []
+    for n, block in enumerate(examples):
+        check = block.check or {}
+        text = block.text
+        if "skip" in check:
+            script += [line for line in text.splitlines() if line.strip() and not line.startswith(("make ", "#"))]
+            continue
+        if "fake" in check:
+            assert check["fake"] in text, f"{block.where}: the check's fake= text is not in the example"
+            text = text.replace(check["fake"], "--engine fake")
+        engine = "" if check.get("engine") == "embedded" else "export OCRBATCH_ENGINE=fake\n"
+        if block.lang == "crontab":  # each entry's command
+            commands = [line.split(None, 5)[5] for line in text.splitlines() if line.strip() and not line.startswith("#")]
+            runs = [(f"{n}.{m}", f'cd "$HOME" && {engine}exec sh -c {shlex.quote(c)}') for m, c in enumerate(commands)]
+        else:
+            runs = [(f"{n}", f"{engine}set -e -o pipefail\n{text}")]
+        for name, body in runs:
+            out = shlex.quote(str(said / name))
+            script.append(f"(\n{body}\n) >{out}.out 2>{out}.err </dev/null; echo $? >{out}.rc")
+    return "\n".join(script) + "\n"
 
 
 @pytest.mark.parametrize("path", RUN_AS_WRITTEN, ids=lambda p: p.name)
-def test_every_shell_example_runs_as_written_and_exits_as_documented(path, sandbox):
-    home, env = sandbox
+def test_every_shell_example_runs_as_written_and_exits_as_documented(path, checkout, tmp_path):
+    """The page's shell blocks, in order, in one shell, from its set-up on (activating .venv as it says)."""
+    home, env = checkout
     examples = shell_blocks(path)
     assert examples, f"{path.name} has no shell example"
-    for block in examples:  # in page order, in one home folder: a later example may rely on an earlier one
+    for block in examples:
         assert block.check is not None, f"{block.where}: a shell example without a <!-- check: ... --> comment"
         if "skip" in block.check:
-            assert block.check["skip"] and all(line.startswith(("make ", "#")) for line in block.text.splitlines()
-                                               if line.strip()), f"{block.where}: only the set-up may be skipped"
-            continue
-        for r in run_block(block, home, env):
-            said = f"{block.where}: {r.args!r}\nstdout: {r.stdout[-2000:]}\nstderr: {r.stderr[-2000:]}"
-            assert r.returncode == int(block.check.get("exit", "0")), said
-            assert block.check.get("stdout", "") in r.stdout, said
-            assert block.check.get("stderr", "") in r.stderr, said
+            assert block.check["skip"] and all(line.startswith(("make ", "#", ". .venv/bin/activate"))
+                                               for line in block.text.splitlines() if line.strip()), \
+                f"{block.where}: a set-up block holds only make (not run: it installs) and the activation"
+    said = tmp_path / "said"
+    said.mkdir()
+    r = subprocess.run(["bash", "-c", one_shell(examples, said)], cwd=home, env=env, capture_output=True, text=True,
+                       timeout=EXAMPLE_TIMEOUT_S * len(examples))
+    assert r.returncode == 0 and not r.stderr, r.stderr  # the set-up's lines themselves
+    for n, block in enumerate(examples):
+        for rc in sorted(said.glob(f"{n}.rc")) + sorted(said.glob(f"{n}.*.rc")):
+            out, err = rc.with_suffix(".out").read_text(), rc.with_suffix(".err").read_text()
+            where = f"{block.where}\n{block.text}\nstdout: {out[-2000:]}\nstderr: {err[-2000:]}"
+            assert int(rc.read_text()) == int(block.check.get("exit", "0")), where
+            assert block.check.get("stdout", "") in out, where
+            assert block.check.get("stderr", "") in err, where
     for name in LEAVES.get(path.name, ()):
         assert (home / name).is_file(), f"{path.name}'s examples did not leave {name}"
 
@@ -204,11 +236,31 @@ def test_shell_completion_offers_commands_and_an_options_values():
 
 
 def test_the_man_page_comes_from_the_same_table(tmp_path):
+    """`make man` after `make run` alone: no click package (typer 0.29 carries its own; only the docs extra,
+    through mkdocs, brings one)."""
     out = tmp_path / "ocrbatch.1"
-    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "reference.py"), "man", str(out)],
-                       capture_output=True, text=True)
+    as_installed = ("import runpy, sys; sys.modules['click'] = None; sys.argv = sys.argv[1:]; "
+                    "runpy.run_path(sys.argv[0], run_name='__main__')")
+    r = subprocess.run([sys.executable, "-c", as_installed, str(ROOT / "scripts" / "reference.py"), "man", str(out)],
+                       capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert r.returncode == 0, r.stderr
     text = out.read_text()
     assert text.startswith(".TH OCRBATCH 1")
     for o in config.options(config.RUN):
         assert o.flag.replace("-", "\\-") in text and o.env in text.replace("\\-", "-"), o.flag
+
+
+def test_the_home_page_says_how_to_install_and_shows_a_scan_beside_its_markdown():
+    home = (DOCS / "index.md").read_text()
+    install = next(b for b in shell_blocks(DOCS / "index.md"))
+    assert "pipx install ." in install.text and "ocrbatch convert" in install.text
+    assert "make run" in install.text and ". .venv/bin/activate" in install.text
+    picture = re.search(r"!\[[^\]]+\]\(([^)]+\.png)\)", home)
+    assert picture and (DOCS / picture.group(1)).stat().st_size < 150_000  # a small picture, not a screenshot
+    assert "```markdown" in home
+
+
+def test_code_in_table_cells_may_wrap_so_that_tables_fit_their_column():
+    css = (DOCS / "stylesheets" / "extra.css").read_text()
+    rule = re.search(r"table:not\(\[class\]\) code \{([^}]*)\}", css)
+    assert rule and "nowrap" not in rule.group(1) and "overflow-wrap" in rule.group(1)

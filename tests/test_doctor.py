@@ -47,7 +47,7 @@ def test_doctor_json_reports_the_install_and_exits_0(tmp_path):
         assert "vLLM is not installed" in backends["vllm"] and "ocrbatch[vllm]" in backends["detail"]
     assert "CPUExecutionProvider" in checks["onnxruntime"]["providers"]
     runtime = checks["rapidocr runtime"]  # what runs the recognizers, and why
-    assert runtime["runtime"] == ("openvino" if runtime["amx"] else "onnxruntime")
+    assert runtime["runtime"] == ("openvino" if runtime["amx"] and runtime["openvino"] else "onnxruntime")
     assert runtime["detail"].startswith(f"recognizers on {runtime['runtime']}")
     variant = checks["rapidocr recognizers"]  # which recognizers run, and why
     assert variant["variant"] == "float32" and "int8 is opt-in (--int8)" in variant["detail"]
@@ -112,3 +112,14 @@ def test_help_never_imports_torch():
             "print('torch' in sys.modules, 'transformers' in sys.modules, 'pynvml' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False", "False"]
+
+
+def test_on_a_cpu_with_amx_and_no_openvino_doctor_recommends_the_extra(monkeypatch):
+    """OpenVINO is an extra (about 180 MB, of use only with AMX): auto falls back to onnxruntime without it,
+    and doctor says to install it where it would help, and only there."""
+    monkeypatch.setitem(sys.modules, "openvino", None)  # as in a plain install
+    for amx in (True, False):
+        monkeypatch.setattr(doctor, "_cpu_has", lambda flag, amx=amx: amx and flag == "amx_bf16")
+        found = doctor.check_runtime({})
+        assert found.data["runtime"] == "onnxruntime" and found.data["openvino"] is False
+        assert ("ocrbatch[openvino]" in found.detail) is amx, found.detail

@@ -192,3 +192,22 @@ def test_a_converter_takes_the_model_size_from_the_environment_and_resume_never_
     assert "Model size page" in (out / "page.md").read_text()
     with pytest.raises(UsageError, match="OCRBATCH_MODEL_SIZE='huge': choose auto, tiny or small"):
         Converter.from_env({"OCRBATCH_MODEL_SIZE": "huge"})
+
+
+def test_the_engine_says_how_far_it_is_into_a_batch_as_it_reads_lines(rapid, monkeypatch):
+    """The live panel's progress within a batch (RunnerStats.batch_done): pages detected, then lines read; it only
+    grows, and there is none between batches."""
+    shares: list[float | None] = []
+    read = type(rapid)._recognize
+
+    def recognize(self, states, chunk):
+        out = read(self, states, chunk)
+        shares.append(self.stats().batch_done)
+        return out
+
+    monkeypatch.setattr(type(rapid), "_recognize", recognize)
+    outs = rapid.infer([_page(article()), _page(table())])
+    assert all(not isinstance(o, Exception) for o in outs)
+    assert len(shares) > 1 and all(s is not None and 0 < s <= 1 for s in shares), shares
+    assert min(shares) < max(shares) == 1.0, shares  # (read from several threads: not in order)
+    assert rapid.stats().batch_done is None

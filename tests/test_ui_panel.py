@@ -54,17 +54,33 @@ def test_panel_shows_progress_rates_stages_gpu_and_last_error():
                    "2.31 pages/s now", "2.10 average", "9m48s elapsed",
                    "ok 1,230", "skipped 0", "failed 4",
                    "8 now", "7.6 mean", "162 batches",
-                   "decode ×4", "12/64 pages", "17/20 pages", "2/2 batches", "98%", "38%",
+                   "decode ×4", "98%", "38%",
                    "gpu0", "NVIDIA H200", "95%", "30.0/139.8 GiB",
                    "last error", "scan [bold].pdf page 3: InferenceError: CUDA oops"):
         assert figure in text, figure
     assert "RSS" not in text  # the GPU takes the place of CPU and RSS
+    assert "waiting" not in text and "12/64 pages" not in text  # the queues are for -v
+    verbose = render(render_panel(fake_snapshot(), "ocrbatch · engine test", verbose=True))
+    for figure in ("waiting", "12/64 pages", "17/20 pages", "2/2 batches"):
+        assert figure in verbose, figure
 
 
-def test_panel_without_gpu_shows_cpu_and_rss_instead():
+def test_panel_without_gpu_shows_cpu_figures_not_why_there_are_none():
     text = render(render_panel(fake_snapshot(resources=NO_GPU)))
-    assert "180% of 2 cores" in text and "RSS 1.2 GiB" in text
-    assert "no GPU data" in text and "gpu0" not in text
+    assert "1.8 of 2 cores busy" in text and "RSS 1.2 GiB" in text and "2.31 pages/s" in text
+    assert "NVML" not in text and "no GPU data" not in text and "gpu0" not in text
+    assert "NVML Shared Library Not Found" in render(render_panel(fake_snapshot(resources=NO_GPU), verbose=True))
+
+
+def test_panel_moves_within_a_batch_before_any_page_of_it_finishes():
+    from ocrbatch.pipeline.stats import WorkerFigures
+
+    cpu = WorkerFigures("cpu", 0, 0, 0.0, 5.0, 0.0, 0.0, None, None, None, running=6, running_done=0.5)
+    snap = fake_snapshot(pages_total=7, done={"ok": 0, "skipped": 0, "failed": 0}, rate_now=0.0, elapsed_s=5.0,
+                         batches=0, batch_pages=0, infer_workers=(cpu,), partial=3.0, resources=NO_GPU)
+    text = render(render_panel(snap))
+    assert "0/7 pages  43%" in text and "ETA 7s" in text  # 3 of 7 pages' worth in 5 s: 4 more in about 7 s
+    assert "6 in the engine, 50% read" in text
 
 
 def test_panel_while_pages_are_still_being_found_and_before_anything_finished():
@@ -167,7 +183,7 @@ def test_worker_figures_show_in_the_panel_and_the_summary():
                            copy_s=1.23, cap=8, allocations=24, allocations_after_warmup=0, slot_efficiency=0.91234,
                            tokens=120000, kv_cache=0.4213, kv_cache_peak=0.8127)
     snap = fake_snapshot(infer_workers=(worker,))
-    text = render(render_panel(snap), width=170)
+    text = render(render_panel(snap, verbose=True), width=170)
     assert ("cuda:0  154 batches · 7.6 mean · busy 98% · compute 9m00s · copy 1.2 s · cap 8 · "
             "buffers 24 made, 0 after warm-up · KV cache 42% (peak 81%)") in text
     figures = summary_dict(snap)
@@ -185,3 +201,65 @@ def test_worker_figures_show_in_the_panel_and_the_summary():
     bare = WorkerFigures("cpu", 3, 6, 1.0, 2.0, 0.9, 0.0, None, None, None)
     bare_text = render(render_panel(fake_snapshot(infer_workers=(bare,))), width=140)
     assert "buffers" not in bare_text and "KV cache" not in bare_text
+
+
+def test_a_cpu_run_shows_progress_before_its_first_batch_ends(tmp_path, register_engine):
+    """A batch of 6 pages on a CPU ends all at once: the panel moves while it runs, from what the engine says."""
+    import threading
+
+    from conftest import draw_page
+    from engines import HalfwayEngine
+    from ocrbatch.config import RunConfig
+    from ocrbatch.pipeline.run import run
+
+    for i in range(6):
+        draw_page(f"page {i}", size=(200, 260)).save(tmp_path / f"p{i}.png")
+    register_engine(HalfwayEngine)
+    HalfwayEngine.halfway.clear()
+    HalfwayEngine.go.clear()
+    seen: list[str] = []
+
+    def watch(snapshot) -> None:
+        def look() -> None:
+            try:
+                if HalfwayEngine.halfway.wait(120):
+                    seen.append(render(render_panel(snapshot())))
+            finally:
+                HalfwayEngine.go.set()
+        threading.Thread(target=look, daemon=True).start()
+
+    config = RunConfig(inputs=(str(tmp_path),), output=tmp_path / "out", engine="halfway", max_batch=6,
+                       max_wait_ms=30_000)
+    summary = run(config, watch=watch)
+    assert summary.counts["ok"] == 6 and seen
+    m = re.search(r"(\d+)/6 pages\s+(\d+)%", seen[0])
+    assert m and int(m.group(1)) < 6 and int(m.group(2)) > 100 * int(m.group(1)) / 6, seen[0]
+    assert "in the engine" in seen[0] and "BatchCap" not in seen[0]
+
+
+def test_no_repr_of_the_batch_cap_in_the_panel_or_the_summary():
+    from ocrbatch.config import BatchCap
+    from ocrbatch.pipeline.stats import WorkerFigures, summary_dict
+
+    worker = WorkerFigures("cuda:0", 3, 24, 1.0, 2.0, 0.9, 0.0, BatchCap(8, auto=True), None, None)
+    snap = fake_snapshot(infer_workers=(worker,))
+    summary = Summary(counts={"ok": 24, "skipped": 0, "failed": 0}, pages_total=24, sources=1, missing_inputs=[],
+                      renamed=[], output="/tmp/out", engine={"engine": "fake"}, figures=summary_dict(snap))
+    for text in (render(render_panel(snap), width=160), render(summary_table(summary), width=160)):
+        assert "cap 8" in text and "BatchCap" not in text, text
+
+
+def test_a_batch_progress_share_never_goes_back_as_more_work_becomes_known():
+    from ocrbatch.engines.base import BatchProgress
+
+    progress = BatchProgress()
+    assert progress.share() is None
+    progress.begin(2)
+    progress.advance()
+    assert progress.share() == 0.5
+    progress.more(8)  # a page's lines became known: 1 of 10 now, still shown as half
+    assert progress.share() == 0.5
+    progress.advance(7)
+    assert progress.share() == 0.8
+    progress.end()
+    assert progress.share() is None

@@ -57,6 +57,48 @@ class RunnerStats:
     # An engine that manages a KV cache itself (vLLM): the share of it in use now, and the most seen, 0..1.
     kv_cache_usage: float | None = None
     kv_cache_peak: float | None = None
+    # The share of the batch now in `infer` that is done (pages finished, lines read), 0..1; None: the engine does
+    # not say. The live panel counts it, so that a CPU batch of several pages does not read 0% until it ends.
+    batch_done: float | None = None
+
+
+class BatchProgress:
+    """How far an engine is into its batch, in units of its own (lines read, pages finished), counted from its
+    threads and read from others (RunnerStats.batch_done). The share shown never goes back within a batch,
+    even as more work becomes known (a page's lines, once it is detected)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self._lock = threading.Lock()
+        self._done = self._total = self._shown = 0.0
+        self._running = False
+
+    def begin(self, total: float) -> None:
+        with self._lock:
+            self._done, self._total, self._shown, self._running = 0.0, float(total), 0.0, True
+
+    def more(self, units: float) -> None:
+        """More work became known."""
+        with self._lock:
+            self._total += units
+
+    def advance(self, units: float = 1.0) -> None:
+        with self._lock:
+            self._done += units
+
+    def end(self) -> None:
+        with self._lock:
+            self._running = False
+
+    def share(self) -> float | None:
+        """0..1 while a batch runs; None between batches."""
+        with self._lock:
+            if not self._running:
+                return None
+            now = min(1.0, self._done / self._total) if self._total > 0 else 0.0
+            self._shown = max(self._shown, now)
+            return self._shown
 
 
 @runtime_checkable

@@ -44,7 +44,7 @@ from ..layout.page import layout_page
 from ..layout.skew import lines_from_quads, skew_angle
 from ..pagejson import placed_lines
 from ..records import PageImage, PageOutput
-from .base import Engine
+from .base import BatchProgress, Engine, RunnerStats
 from .cascade import Reading, sureness
 
 
@@ -78,6 +78,7 @@ MIN_SCORE = 0.5  # lines the recognizer is less sure of are dropped
 REC_BATCH = 1
 REC_SPREAD = 1.1  # widest / narrowest line in one call
 POOL_FLUSH = 24  # recognise pooled lines once this many wait
+DETECT_UNITS = 10  # a page's detection, in line readings, for how far a batch has got (BatchProgress)
 ORIENTATION_SAMPLE = 12  # longest lines the orientation classifier looks at on each page
 UPSIDE_DOWN = 0.5  # mean probability over that sample above which a page may be upside down
 CHECK_LINES = 3  # lines read both ways round before a page is turned
@@ -151,6 +152,7 @@ class RapidOcrEngine(Engine):
         self._params = ppocr.DetParams(unclip_ratio=ppocr.UNCLIP[det])
         self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="rapidocr")
         self.device = device
+        self._progress = BatchProgress()  # how far into its batch: pages detected, lines read (the live panel)
 
     def _recognizer(self, models, size: str):
         ppocr = self._ppocr
@@ -197,7 +199,18 @@ class RapidOcrEngine(Engine):
                 "runtime": f"{rec.model.runtime} {rec.model.precision}" if rec is not None else None}
 
     # -- one batch -----------------------------------------------------------------------------
+    def stats(self) -> RunnerStats:
+        progress = getattr(self, "_progress", None)  # made by load
+        return RunnerStats(batch_done=progress.share() if progress is not None else None)
+
     def infer(self, pages: Sequence[PageImage]) -> list[PageOutput | Exception]:
+        self._progress.begin(DETECT_UNITS * len(pages))  # then each page's lines, once it is detected
+        try:
+            return self._infer(pages)
+        finally:
+            self._progress.end()
+
+    def _infer(self, pages: Sequence[PageImage]) -> list[PageOutput | Exception]:
         states = [_Page(_bgr(p.image)) for p in pages]
         dets = {self._pool.submit(self._detect, s): i for i, s in enumerate(states)}
         recs: list[Future] = []
@@ -207,8 +220,10 @@ class RapidOcrEngine(Engine):
             try:
                 fut.result()
                 pending += [(i, j) for j in range(len(states[i].crops))]
+                self._progress.more(len(states[i].crops))
             except Exception as exc:  # noqa: BLE001 - this page fails, its neighbours go on
                 states[i].error = exc
+            self._progress.advance(DETECT_UNITS)
             if pending and (len(pending) >= POOL_FLUSH or n == len(dets)):
                 recs += self._submit(self._recognize, states, pending)
                 pending = []
@@ -299,6 +314,8 @@ class RapidOcrEngine(Engine):
         except Exception as exc:  # noqa: BLE001 - the pages of these lines fail, the others go on
             _fail(states, chunk, exc)
             return []
+        finally:
+            self._progress.advance(len(chunk))
         for (i, j), reading in zip(chunk, results):
             states[i].texts[j], states[i].scores[j] = reading.text, reading.score
         if self._reread is None:

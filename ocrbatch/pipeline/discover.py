@@ -1,8 +1,8 @@
 """Inputs → sources and page refs.
 
 Inputs are files, folders (walked recursively in sorted order, hidden entries skipped, symlink loops
-cut) or `-` for a list of paths on stdin, each taken as it arrives. A file's kind comes from its first bytes,
-not its name. Every source gets an output key relative to its input root (names.py: told apart from other
+cut) or `-`: a list of paths on stdin, each taken as it arrives, or one document (stdin.py says which).
+A file's kind comes from its first bytes, not its name. Every source gets an output key relative to its input root (names.py: told apart from other
 sources', now and in earlier runs; shortened when too long for the file system), and the user is told.
 
 Every step for one file (its name, stat, open, sniff, frame count) fails that file alone, as a failed
@@ -19,7 +19,6 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import select
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -32,9 +31,9 @@ from ..records import DOC_SUFFIXES, Kind, PageRef, PageResult, Source, Status, p
 from .probe import Probed, probe as probe_path, sniff, special_kind, stat_error
 from .names import NAME_MAX, KeyClaims, NameBook, composed, natural_key
 from .queue import ClosableQueue
+from .stdin import NAME as STDIN_NAME, paths_or_document
 
 log = logging.getLogger("ocrbatch")
-
 
 
 @dataclass(frozen=True)
@@ -56,54 +55,6 @@ class Discovery:
     quiet: bool = False  # a walk that only counts (count.py): what it meets is said by discovery itself
 
 
-def read_path_list(stream: IO[str], null_separated: bool,
-                   stopped: Callable[[], bool] = lambda: False) -> Iterator[str]:
-    """Paths listed on `stream`, each as soon as its line (or NUL) has arrived; read as bytes when the stream
-    has a file descriptor, so that any name survives (os.fsdecode). Ends early once `stopped()` (checked while
-    waiting, every POLL_S)."""
-    try:
-        fd = stream.fileno()
-    except (AttributeError, OSError, ValueError):  # an in-memory stream (tests, the Python API)
-        text = stream.read()
-        parts = text.split("\0") if null_separated else text.splitlines()
-        yield from (p for p in parts if p.strip())
-        return
-    sep = b"\0" if null_separated else b"\n"
-    pending = b""
-    while True:
-        if not _readable(fd, stopped):
-            return
-        chunk = os.read(fd, 65536)
-        if not chunk:
-            break
-        *lines, pending = (pending + chunk).split(sep)
-        yield from _names_in(lines, null_separated)
-    yield from _names_in([pending], null_separated)
-
-
-POLL_S = 0.2  # how often a wait for more paths on stdin looks whether the run is stopping
-
-
-def _readable(fd: int, stopped: Callable[[], bool]) -> bool:
-    """Wait until `fd` has data or is at its end; False when `stopped()` first."""
-    while not stopped():
-        try:
-            ready, _, _ = select.select([fd], [], [], POLL_S)
-        except (OSError, ValueError):  # not a selectable descriptor: a plain blocking read
-            return True
-        if ready:
-            return True
-    return False
-
-
-def _names_in(parts: list[bytes], null_separated: bool) -> Iterator[str]:
-    for part in parts:
-        if not null_separated:
-            part = part.rstrip(b"\r")
-        if part.strip():
-            yield os.fsdecode(part)
-
-
 def printable(name: str) -> str:
     """A name for messages: undecodable bytes shown as \\xNN instead of lone surrogates."""
     try:
@@ -123,17 +74,22 @@ def _rel_to_cwd(path: Path) -> PurePosixPath:
 
 def iter_candidates(inputs: Iterable[str], stdin: IO[str] | None, null_separated: bool,
                     skip_dirs: Iterable[Path], found: Discovery,
-                    stopped: Callable[[], bool] = lambda: False) -> Iterator[Candidate | PageResult]:
-    """Candidates, or a failed result for an input that cannot be one (the run goes on)."""
+                    stopped: Callable[[], bool] = lambda: False,
+                    spool: Path | None = None) -> Iterator[Candidate | PageResult]:
+    """Candidates, or a failed result for an input that cannot be one (the run goes on). `spool`: where a
+    document on stdin is kept while the run reads it (None: stdin is a list of paths, whatever it holds)."""
     skip = _Skip(skip_dirs)
     seen: set[Path] = set()
     for raw in inputs:
-        if raw == "-":
-            listed = read_path_list(stdin, null_separated, stopped) if stdin is not None else []
-            for line in listed:
-                yield from _expand_safely(line, True, seen, skip, found)
-        else:
+        if raw != "-":
             yield from _expand_safely(raw, False, seen, skip, found)
+            continue
+        got = paths_or_document(stdin, null_separated, spool, stopped) if stdin is not None else None
+        if isinstance(got, Path):
+            yield Candidate(got.resolve(), STDIN_NAME, PurePosixPath(STDIN_NAME))
+            continue
+        for line in got or ():
+            yield from _expand_safely(line, True, seen, skip, found)
 
 
 def _expand_safely(raw: str, listed: bool, seen: set[Path], skip: "_Skip",
@@ -337,12 +293,13 @@ def discover(inputs: Iterable[str], *, stdin: IO[str] | None, null_separated: bo
              is_done: Callable[[PageRef], bool], force: bool,
              emit_page: Callable[[PageRef], None], emit_result: Callable[[PageResult], None],
              names: NameBook | None = None, name_max: int = NAME_MAX,
-             stopped: Callable[[], bool] = lambda: False, shard: Shard | None = None) -> None:
+             stopped: Callable[[], bool] = lambda: False, shard: Shard | None = None,
+             spool: Path | None = None) -> None:
     """Walk the inputs; hand each page to `emit_page`, or a skip/failure record to `emit_result`. `names`: the
     output names earlier runs gave; `stopped`: the run takes no more pages (stop waiting for stdin); `shard`:
-    only the sources of that part."""
+    only the sources of that part; `spool`: where a document on stdin is kept (iter_candidates)."""
     claims = KeyClaims(names, name_max)
-    for cand in iter_candidates(inputs, stdin, null_separated, skip_dirs, found, stopped):
+    for cand in iter_candidates(inputs, stdin, null_separated, skip_dirs, found, stopped, spool):
         if not in_shard(cand, shard):
             continue
         if isinstance(cand, PageResult):
@@ -362,8 +319,9 @@ def discover(inputs: Iterable[str], *, stdin: IO[str] | None, null_separated: bo
                 raise DecodeError(f"--pages {_selection_text(pages)} selects none of its {count} "
                                   f"page{'s' if count > 1 else ''}")
             digits = claims.digits(str(cand.path), count)
-            key, full_key = claims.claim(cand.rel, str(cand.path), multipage, count, digits)
-            _tell_renamed(cand.display, cand.rel, key, full_key, multipage, claims.name_max, found)
+            key, full_key, kept = claims.claim(cand.rel, str(cand.path), multipage, count, digits)
+            if not kept:  # kept: the name an earlier run gave this very file, named another way then
+                _tell_renamed(cand.display, cand.rel, key, full_key, multipage, claims.name_max, found)
         except DecodeError as exc:
             emit_result(PageResult.failed_file(cand.path, cand.display, str(exc)))
             continue

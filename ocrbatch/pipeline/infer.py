@@ -57,6 +57,7 @@ class InferWorker:
         self.device = device
         self.busy_s = 0.0
         self.compute_s = 0.0
+        self.running = 0  # pages in the engine's infer now
         self.batches = 0
         self.pages = 0
         self.started: float | None = None  # when the first batch arrived
@@ -185,6 +186,7 @@ class InferWorker:
 
     def figures(self) -> WorkerFigures:
         """The worker's figures now (read from other threads: a consistent-enough copy)."""
+        running = self.running
         stats = self.engine.stats()
         allocations = stats.allocations
         warm = self.warm_allocations
@@ -196,7 +198,8 @@ class InferWorker:
             allocations_after_warmup=None if allocations is None or warm is None else allocations - warm,
             slot_efficiency=self.slots.efficiency if self.slots is not None else None,
             tokens=self.slots.useful if self.slots is not None else None,
-            kv_cache=stats.kv_cache_usage, kv_cache_peak=stats.kv_cache_peak)
+            kv_cache=stats.kv_cache_usage, kv_cache_peak=stats.kv_cache_peak,
+            running=running, running_done=(stats.batch_done or 0.0) if running else 0.0)
 
     def run_batch(self, pages: Sequence[PageImage]) -> None:
         """Infer `pages`, splitting on failure; every page ends in exactly one result. Pages handed here
@@ -242,6 +245,7 @@ class InferWorker:
 
     def _infer(self, pages: Sequence[PageImage]) -> tuple[list[PageOutput | Exception], BaseException | None]:
         t0 = time.perf_counter()
+        self.running = len(pages)  # the panel counts how far the engine is into them (figures)
         try:
             outputs = self.engine.infer(pages)
             if len(outputs) != len(pages):
@@ -252,6 +256,7 @@ class InferWorker:
                 log.debug("engine failed on %s", pages[0].ref.label, exc_info=True)
             return [], exc
         finally:
+            self.running = 0
             self.compute_s += time.perf_counter() - t0
 
     def emit_output(self, page: PageImage, out: PageOutput | BaseException, timings: dict[str, float]) -> None:

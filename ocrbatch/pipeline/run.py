@@ -14,6 +14,7 @@ result is written (ledger.py), which the stall watchdog reads (watchdog.py); sig
 
 from __future__ import annotations
 
+import shutil
 import time
 from typing import IO, Any, Callable
 
@@ -21,7 +22,7 @@ from ..config import RunConfig
 from ..errors import OcrbatchError, OutputWriteError, UsageError
 from ..memory import return_large_buffers_to_os
 from ..records import PageRef, PageResult
-from . import count, decode, discover, names, remote, signals, write
+from . import count, decode, discover, names, remote, signals, stdin, write
 from .lanes import RunReply
 from .ledger import LedgerQueue, PageLedger
 from .lock import OutputLock
@@ -65,7 +66,8 @@ class _Run:
         discover.run(c.inputs, self.refs, self.results, shown=self.follow.found if self.follow else None,
                      stdin=self.stdin, found=self.found, null_separated=c.null_separated, pages=c.pages,
                      skip_dirs=self.skip_dirs, force=c.force, names=self.manifest, name_max=names.name_max(self.out),
-                     is_done=lambda ref: self.manifest.is_done(ref) and self.outputs.still_done(ref), shard=c.shard)
+                     is_done=lambda ref: self.manifest.is_done(ref) and self.outputs.still_done(ref), shard=c.shard,
+                     spool=self.out / stdin.SPOOL)
 
     def decode(self) -> None:  # → batch and infer, in the service
         try:
@@ -115,6 +117,7 @@ class _Run:
             self.counter.stop()
             self.close_out()
             self.pdfs.close()
+            shutil.rmtree(self.out / stdin.SPOOL, ignore_errors=True)  # a document read from stdin, if any
             try:
                 self.manifest.close()
             except OutputWriteError as exc:  # its rewrite at the end: a full disk then is exit 7 too

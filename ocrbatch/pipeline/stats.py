@@ -46,6 +46,8 @@ class WorkerFigures:
     tokens: int | None = None  # tokens generated that pages kept
     kv_cache: float | None = None  # share of the engine's own KV cache in use now (vLLM's figure); None: none
     kv_cache_peak: float | None = None  # the most of it in use so far
+    running: int = 0  # pages in the batch in the engine now
+    running_done: float = 0.0  # the share of that batch done, as the engine says (RunnerStats.batch_done)
 
     @property
     def mean_batch(self) -> float:
@@ -59,7 +61,8 @@ class WorkerFigures:
         return {"device": self.device, "batches": self.batches, "pages": self.pages,
                 "mean_batch": round(self.mean_batch, 2), "busy_pct": round(100 * self.busy_frac, 1),
                 "wall_s": round(self.wall_s, 3),
-                "compute_s": round(self.compute_s, 3), "copy_s": round(self.copy_s, 3), "batch_cap": self.cap,
+                "compute_s": round(self.compute_s, 3), "copy_s": round(self.copy_s, 3),
+                "batch_cap": None if self.cap is None else int(self.cap),  # a number, not BatchCap's repr
                 "buffer_allocations": self.allocations,
                 "buffer_allocations_after_warmup": self.allocations_after_warmup,
                 "slot_efficiency": None if self.slot_efficiency is None else round(self.slot_efficiency, 4),
@@ -87,10 +90,16 @@ class Snapshot:
     resources: ResourceSample | None = None
     started_at: float = 0.0  # wall clock, seconds since the epoch
     infer_workers: tuple[WorkerFigures, ...] = ()
+    partial: float = 0.0  # pages' worth of work done in the batches in the engines now (none of them finished)
 
     @property
     def finished(self) -> int:
         return sum(self.done.values())
+
+    @property
+    def progress(self) -> float:
+        """Pages finished, and the share done of those in the engines now: moves within a batch."""
+        return min(float(max(self.pages_total, self.finished)), self.finished + self.partial)
 
     @property
     def processed(self) -> int:
@@ -111,13 +120,14 @@ class Snapshot:
 
     @property
     def eta_s(self) -> float | None:
-        """Seconds left at the recent rate; None while pages are still being found or nothing has finished."""
+        """Seconds left at the recent rate (before a page has finished, at the rate the batch in the engine goes);
+        None while pages are still being found or no work is done."""
         if self.discovering:
             return None
         if self.remaining == 0:
             return 0.0
-        rate = self.rate_now or self.rate_avg
-        return self.remaining / rate if rate > 0 else None
+        rate = self.rate_now or self.rate_avg or (self.partial / self.elapsed_s if self.elapsed_s > 0 else 0.0)
+        return max(0.0, self.pages_total - self.progress) / rate if rate > 0 else None
 
     @property
     def busy_avg(self) -> dict[str, float]:
@@ -184,9 +194,10 @@ class Stats:
         rate_now = (processed - p0) / span if span > 0 else 0.0
         busy_now = {s: min(1.0, max(0.0, (busy[s] - b0[i]) / (span * self.workers[s]))) if span > 0 else 0.0
                     for i, s in enumerate(STAGES)}
+        partial = sum(w.running * min(1.0, max(0.0, w.running_done)) for w in infer_workers)
         return Snapshot(now - self.started, pages_total, discovering, done, dict(queue_depth), busy, batches,
                         batch_pages, last_batch, last_error, dict(self.workers), dict(queue_max or {}),
-                        rate_now, busy_now, resources, self.started_at, tuple(infer_workers))
+                        rate_now, busy_now, resources, self.started_at, tuple(infer_workers), partial)
 
     def _recent(self, now: float, processed: int, mean_batch: float) -> tuple[float, int, tuple[float, ...]]:
         """The newest remembered point at least RECENT_S old with two mean batches since; else the oldest."""

@@ -1,18 +1,21 @@
 """The live panel: one Rich renderable built from a Snapshot, nothing else.
 
-    ╭─ ocrbatch · rapidocr → out ───────────────────────────────────────────────╮
+    ╭─ ocrbatch · rapidocr → out ──────────────────────────────────────────────────╮
     │ ━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━╺━━━━━━━━━━━━  1,234/10,000 pages  12%  ETA 1h10m │
-    │ rate     2.31 pages/s now · 2.10 average · 9m48s elapsed                 │
-    │ pages    ok 1,230 · skipped 0 · failed 4                                 │
-    │ batch    8 now · 7.6 mean · 154 batches                                  │
-    │ stage    waiting        busy                                              │
-    │ decode   12/64 pages    ███▊       38%                                    │
-    │ ...                                                                       │
-    │ cuda:0   154 batches · 7.6 mean · busy 98% · compute 9m20s · copy 1.2 s  │
-    │          · cap 8 · buffers 24 made, 0 after warm-up                       │
-    │ gpu0     NVIDIA H200  util ████████▌ 95%  VRAM 30.1/139.8 GiB              │
-    │ last error  scan.pdf page 3: RuntimeError: ...                          │
-    ╰───────────────────────────────────────────────────────────────────────────╯
+    │ rate     2.31 pages/s now · 2.10 average · 9m48s elapsed                    │
+    │ pages    ok 1,230 · skipped 0 · failed 4                                    │
+    │ batch    8 now · 7.6 mean · 154 batches · 8 in the engine, 40% read          │
+    │ stage    busy now                                                           │
+    │ decode   ███▊       38%                                                     │
+    │ ...                                                                         │
+    │ infer cpu  154 batches · 7.6 mean · busy 98% · compute 9m20s · copy 0.0 s     │
+    │ cpu      ██████▌    1.8 of 2 cores busy · RSS 1.3 GiB · 2.31 pages/s         │
+    │ last error  scan.pdf page 3: RuntimeError: ...                             │
+    ╰──────────────────────────────────────────────────────────────────────────────╯
+
+The share and the ETA count how far the engines are into their batches (Snapshot.partial), so a CPU batch of
+several pages does not read 0% until it ends. On a GPU its utilisation and VRAM take the cpu row's place. With
+-v: the queue in front of each stage ("waiting"), the engine's buffers, and why there are no GPU figures.
 
 Bars are Text so that the panel renders the same in a recording console as on a terminal.
 """
@@ -41,9 +44,11 @@ def meter(fraction: float, width: int = 10) -> Text:
     return Text(bar.ljust(width), style=style)
 
 
-def render_panel(snap: Snapshot, title: str = "ocrbatch") -> RenderableType:
-    return Panel(Group(_progress(snap), _figures(snap), _stages(snap), _workers(snap), _resources(snap),
-                       *_last_error(snap)),
+def render_panel(snap: Snapshot, title: str = "ocrbatch", verbose: bool = False) -> RenderableType:
+    """The panel; `verbose` (-v) adds what is for tuning: the queues in front of each stage, the buffers, why there
+    are no GPU figures."""
+    return Panel(Group(_progress(snap), _figures(snap), _stages(snap, verbose), _workers(snap, verbose),
+                       _resources(snap, verbose), *_last_error(snap)),
                  title=Text(fmt.safe(title), style="bold"), title_align="left", border_style="blue")
 
 
@@ -55,10 +60,10 @@ def _progress(snap: Snapshot) -> Table:
         bar = ProgressBar(total=None, pulse=True)
         count = f"{snap.finished:,}/{snap.pages_total:,}+ pages (finding more)"
         eta = "ETA ?"
-    else:
+    else:  # the share includes how far the engines are into their batches: it moves before a batch ends
         total = max(snap.pages_total, 1)
-        bar = ProgressBar(total=total, completed=snap.finished)
-        count = f"{snap.finished:,}/{snap.pages_total:,} pages  {snap.finished / total:.0%}"
+        bar = ProgressBar(total=total, completed=snap.progress)
+        count = f"{snap.finished:,}/{snap.pages_total:,} pages  {snap.progress / total:.0%}"
         eta = f"ETA {fmt.duration(snap.eta_s)}"
     row.add_row(bar, Text.assemble(count, "  ", (eta, "bold")))
     return row
@@ -76,17 +81,21 @@ def _figures(snap: Snapshot) -> Table:
     if snap.done.get("truncated"):
         counts.append((f"truncated {snap.done['truncated']:,}", "yellow"))
     grid.add_row("pages", Text(" · ").join(Text(t, style=s) for t, s in counts))
-    grid.add_row("batch", f"{snap.last_batch} now · {snap.mean_batch:.1f} mean · {snap.batches:,} batches")
+    running = sum(w.running for w in snap.infer_workers)
+    in_engine = f" · {running} in the engine, {snap.partial / running:.0%} read" if running and snap.partial else ""
+    grid.add_row("batch", f"{snap.last_batch} now · {snap.mean_batch:.1f} mean · {snap.batches:,} batches"
+                          f"{in_engine}")
     return grid
 
 
-def _stages(snap: Snapshot) -> Table:
+def _stages(snap: Snapshot, verbose: bool = False) -> Table:
     table = Table.grid(padding=(0, 2))
     table.add_column(style="dim", no_wrap=True)
-    table.add_column(justify="right", no_wrap=True)
+    if verbose:  # the queues in front of each stage: for tuning, not for following a run
+        table.add_column(justify="right", no_wrap=True)
     table.add_column(no_wrap=True)
     table.add_column(justify="right", no_wrap=True)
-    table.add_row("stage", Text("waiting", style="dim"), Text("busy now", style="dim"), "")
+    table.add_row("stage", *([Text("waiting", style="dim")] if verbose else []), Text("busy now", style="dim"), "")
     busiest = max(STAGES, key=lambda s: snap.busy_now.get(s, 0.0))
     for stage in STAGES:
         unit = "batches" if stage == "infer" else "pages"
@@ -97,17 +106,17 @@ def _stages(snap: Snapshot) -> Table:
         threads = snap.workers.get(stage, 1)
         name = Text(stage + (f" ×{threads}" if threads > 1 else ""),
                     style="bold" if stage == busiest and busy >= 0.5 else "")
-        table.add_row(name, waiting, meter(busy), fmt.pct(busy))
+        table.add_row(name, *([waiting] if verbose else []), meter(busy), fmt.pct(busy))
     return table
 
 
-def worker_line(w: WorkerFigures) -> str:
-    """One infer worker's figures (the panel and the summary table share it)."""
+def worker_line(w: WorkerFigures, verbose: bool = True) -> str:
+    """One infer worker's figures (the panel and the summary table share it); the buffers only if `verbose`."""
     parts = [f"{w.batches:,} batches", f"{w.mean_batch:.1f} mean", f"busy {fmt.pct(w.busy_frac)}",
              f"compute {fmt.wall(w.compute_s)}", f"copy {fmt.wall(w.copy_s)}"]
     if w.cap is not None:
-        parts.append(f"cap {w.cap}")
-    if w.allocations is not None:
+        parts.append(f"cap {int(w.cap)}{' (auto)' if getattr(w.cap, 'auto', False) else ''}")
+    if w.allocations is not None and verbose:
         after = "?" if w.allocations_after_warmup is None else f"{w.allocations_after_warmup:,}"
         parts.append(f"buffers {w.allocations:,} made, {after} after warm-up")
     if w.kv_cache is not None:
@@ -115,16 +124,16 @@ def worker_line(w: WorkerFigures) -> str:
     return " · ".join(parts)
 
 
-def _workers(snap: Snapshot) -> Table:
+def _workers(snap: Snapshot, verbose: bool = False) -> Table:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim", no_wrap=True)
     grid.add_column()
     for w in snap.infer_workers:
-        grid.add_row(f"infer {w.device or ''}".strip(), worker_line(w))
+        grid.add_row(f"infer {w.device or ''}".strip(), worker_line(w, verbose))
     return grid
 
 
-def _resources(snap: Snapshot) -> Table:
+def _resources(snap: Snapshot, verbose: bool = False) -> Table:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim", no_wrap=True)
     grid.add_column(no_wrap=True)
@@ -138,11 +147,14 @@ def _resources(snap: Snapshot) -> Table:
         mem = g.mem_used / g.mem_total if g.mem_total else 0.0
         grid.add_row(f"gpu{g.index}", Text.assemble(g.name, "  ", util, "  VRAM ", meter(mem), " ",
                                                     fmt.gib_pair(g.mem_used, g.mem_total)))
-    if not res.gpus and res.host is not None:
+    if not res.gpus and res.host is not None:  # a CPU run: its own figures, not why there are no GPU ones
         h = res.host
-        grid.add_row("cpu", Text.assemble(meter(h.cpu_pct / (100 * h.cores)), f" {h.cpu_pct:.0f}% of {h.cores} "
-                                          f"cores · RSS {fmt.size(h.rss)}",
-                                          (f"   no GPU data ({res.gpu_note})" if res.gpu_note else "", "dim")))
+        busy = h.cpu_pct / 100
+        grid.add_row("cpu", Text.assemble(meter(busy / h.cores), f" {busy:.1f} of {h.cores} cores busy · "
+                                          f"RSS {fmt.size(h.rss)} · {fmt.rate(snap.rate_now or snap.rate_avg)} "
+                                          "pages/s",
+                                          (f"   no GPU data ({res.gpu_note})" if verbose and res.gpu_note else "",
+                                           "dim")))
     return grid
 
 

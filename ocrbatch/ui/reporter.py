@@ -53,7 +53,8 @@ class Reporter:
         self.title = " · ".join(["ocrbatch", *(f"{k} {v}" for k, v in self.about.items())])
         self.log_every = log_every
         self.metrics = metrics
-        self.verbose = verbose  # plain mode: a `started` line too (else only progress lines and the finished one)
+        self.verbose = verbose  # plain mode: a `started` line too (else only progress lines and the finished one);
+        # the panel: the queues, the buffers, why there are no GPU figures
         self.console = console or Console(stderr=True)
         self._snapshot: Callable[[], Snapshot] | None = None
         self._live = None
@@ -87,7 +88,7 @@ class Reporter:
 
     def _render(self) -> RenderableType:
         try:
-            return render_panel(self._snapshot(), self.title)  # type: ignore[misc]
+            return render_panel(self._snapshot(), self.title, self.verbose)  # type: ignore[misc]
         except Exception as exc:  # noqa: BLE001 - a display bug must not stop the run
             return Text(f"ocrbatch: cannot draw the panel: {type(exc).__name__}: {exc}")
 

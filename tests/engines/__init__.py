@@ -316,3 +316,35 @@ class SlowModel(FakeEngine):
     def infer(self, pages: Sequence[PageImage]) -> list[PageOutput | Exception]:
         time.sleep(self.batch_s)
         return super().infer(pages)
+
+
+class HalfwayEngine(FakeEngine):
+    """Says how far it is into each batch (RunnerStats.batch_done, page by page, as the embedded engine does by
+    lines) and holds its first batch of two or more pages halfway, until `go`: what a run shows mid-batch."""
+
+    name = "halfway"
+    halfway = threading.Event()
+    go = threading.Event()
+
+    def load(self, device: str) -> None:
+        from ocrbatch.engines.base import BatchProgress
+
+        super().load(device)
+        self.progress = BatchProgress()
+
+    def stats(self):
+        from ocrbatch.engines.base import RunnerStats
+
+        return RunnerStats(batch_done=self.progress.share())
+
+    def infer(self, pages: Sequence[PageImage]) -> list[PageOutput | Exception]:
+        self.progress.begin(len(pages))
+        try:
+            for i in range(len(pages)):
+                self.progress.advance()
+                if len(pages) > 1 and i + 1 == len(pages) // 2 and not self.halfway.is_set():
+                    self.halfway.set()
+                    self.go.wait(120)  # a bound against a hang, not a timing
+            return super().infer(pages)
+        finally:
+            self.progress.end()

@@ -83,10 +83,10 @@ def options_page() -> str:
         "---", "hide: [toc]", "---", "",  # the table needs the width
         "# Options",
         "",
-        "<!-- Generated from ocrbatch/config.py's OPTIONS by scripts/reference.py when the site is built. -->",
+        "<!-- Generated from ocrbatch/table.py's OPTIONS by scripts/reference.py when the site is built. -->",
         "",
         "Every option of `ocrbatch convert` and `ocrbatch serve`, and every keyword of `ocrbatch.Converter`, is",
-        "one row of one table, `OPTIONS` in `ocrbatch/config.py`; this page, `--help` and the",
+        "one row of one table, `OPTIONS` in `ocrbatch/table.py`; this page, `--help` and the",
         "[man page](commands.md#man-page) are made from it.",
         "",
         "- **flag**: on the command line; a switch has its opposite (`--no-force` undoes `--force`).",

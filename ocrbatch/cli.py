@@ -86,7 +86,7 @@ def _flag(option: Option) -> inspect.Parameter:
     names = [f"{option.flag}/{option.off}" if option.kind == "switch" else option.flag, *option.short]
     info = typer.Option(option.default, *names, help=option.help, metavar=option.metavar, count=option.kind == "count",
                         show_default=option.default is not None and option.kind not in ("switch", "count"),
-                        autocompletion=_completion(option.choices) if option.choices else None)
+                        autocompletion=_completion(option.allowed) if option.allowed else None)
     kind = _ANNOTATIONS[option.kind]
     return inspect.Parameter(option.name, inspect.Parameter.KEYWORD_ONLY, default=info,
                              annotation=kind if option.default is not None or option.kind == "switch"

@@ -158,22 +158,13 @@ def with_values(config: Any, values: Mapping[str, Any]) -> Any:
 
 @typed_config
 class EngineOptions:
-    """What an engine reads: the rows of OPTIONS to ENGINE_OPTIONS (their fields declared here to document them),
-    then the pipeline's settings for it. Each engine documents which ones it uses."""
+    """What an engine reads: the rows of OPTIONS to ENGINE_OPTIONS, then the pipeline's settings for it. The rows
+    every engine may read are declared here to document them; each engine's own rows (its plug-in's,
+    engines/NAME/plugin.py: rapidocr's model_size, reread_below, int8, runtime; deepseek-ocr2's model, dtype,
+    prompt, max_new_tokens, schedule, quantize, backend) get their fields from typed_config."""
 
-    model: str | None = _default("model")  # weights: a local folder or a Hugging Face id
-    dtype: str = _default("dtype")  # auto | bfloat16 | float16 | float32
-    prompt: str = _default("prompt")
-    max_new_tokens: int = _default("max_new_tokens")
     threads: int | None = _default("threads")  # CPU threads (rapidocr: tasks in parallel; torch on a CPU)
-    quantize: str = _default("quantize")  # none | int8 | nf4 (bitsandbytes weights)
-    schedule: str = _default("schedule")  # continuous: rows leave and join between decoding steps; static: batches
-    model_size: str = _default("model_size")  # rapidocr: auto (the cascade), small, or tiny (engines/rapid.py)
-    reread_below: float = _default("reread_below")  # rapidocr's cascade: lines less sure than it are read again
-    int8: bool = _default("int8")  # rapidocr: static int8 copies of the recognizers (engines/int8.py)
-    runtime: str = _default("runtime")  # rapidocr: auto | openvino | onnxruntime (engines/runtimes.py)
     keep_furniture: bool = _default("keep_furniture")  # keep running heads and feet, page numbers, margin stamps
-    backend: str = _default("backend")  # deepseek-ocr2: transformers or vllm (engines/registry.py: _BACKENDS)
     debug_layout: Path | None = _default("debug_layout")  # a folder: a picture of each page's layout
     # -- set by the pipeline (pipeline/service.py) or by benchmarks, not by users --
     min_new_tokens: int = by_code(0)  # benchmarks: equal to max_new_tokens, every page gets exactly that many
@@ -185,9 +176,6 @@ class EngineOptions:
 
     def __post_init__(self) -> None:
         validate(self)
-
-
-MODEL_SIZES = OPTION["model_size"].choices  # --model-size (engines/rapid.py: PROFILES)
 
 
 class _Batching:

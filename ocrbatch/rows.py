@@ -38,6 +38,9 @@ class Option:
     scope: frozenset[str]  # RUN, SERVE, ENGINE: see the module's docstring
     short: tuple[str, ...] = ()  # short flags, e.g. ("-o",)
     choices: tuple[str, ...] = ()  # the values allowed, when they are a list
+    # The values allowed, when another part of the package holds the list: asked each time (--engine, --backend:
+    # the engines' registry, engines/catalog.py), so the list is written once, where it is kept.
+    choices_of: Callable[[], tuple[str, ...]] | None = None
     least: float | None = None  # the smallest value allowed
     most: float | None = None  # the largest value allowed
     check: Callable[[Any], str | None] | None = None  # any other rule: why a value is refused, or None
@@ -62,6 +65,11 @@ class Option:
     def field(self) -> str:
         """The name of the typed config's field this row fills."""
         return self.attr or self.name
+
+    @property
+    def allowed(self) -> tuple[str, ...]:
+        """The values allowed, when they are a list (`choices`, or `choices_of`'s answer); () for any value."""
+        return self.choices or (tuple(self.choices_of()) if self.choices_of is not None else ())
 
     @property
     def initial(self) -> Any:
@@ -106,8 +114,9 @@ class Option:
                 value = int(value)
             except ValueError:
                 return f"{KINDS[self.kind]} is needed"
-        if self.choices and value not in self.choices:
-            return "choose " + _either(self.choices)
+        allowed = self.allowed
+        if allowed and value not in allowed:
+            return "choose " + _either(allowed)
         if self.least is not None and self.most is not None and not self.least <= value <= self.most:
             return f"choose between {self.least:g} and {self.most:g}"
         if self.least is not None and value < self.least:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
+from .engines import catalog
 from .errors import UsageError
 from .rows import ENGINE, ENGINE_FLAG, ENGINE_OPTIONS, REPORT, RUN, RUN_CONFIG, SERVE, SERVE_CONFIG, Option
 from .values import MAX_BATCH_START, BatchCap, PageSelection, Shard, _formats_problem, parse_formats
@@ -36,39 +37,15 @@ def _pages_problem(text: str) -> str | None:
 
 MAX_UPLOAD_MB = 1 << 20  # --max-upload-mb's largest (1 TB): beyond, and inf or nan, is not a size a server can use
 
-OPTIONS: tuple[Option, ...] = (
+_OWN: tuple[Option, ...] = (  # ocrbatch's own rows; each engine's are in engines/NAME/plugin.py
     # -- a run's output -----------------------------------------------------------------------------------
     Option("output", "path", None, "Folder for the Markdown files and manifest.jsonl (required).", frozenset({RUN}),
            short=("-o",), metavar="DIR", to=RUN_CONFIG),
     # -- the engine --------------------------------------------------------------------------------------
-    Option("engine", "text", "rapidocr", "rapidocr (embedded, CPU), deepseek-ocr2 (GPU, needs --model), fake "
-           "(describes pages) or fake-timed (load tests).", ENGINE_FLAG, short=("-e",), to=RUN_CONFIG),
-    Option("model", "text", None, "deepseek-ocr2 weights: a local folder or a Hugging Face id.", ENGINE_FLAG,
-           short=("-m",), to=ENGINE_OPTIONS),
-    Option("dtype", "text", "auto", "auto, bfloat16, float16 or float32 (deepseek-ocr2).", ENGINE_FLAG,
-           to=ENGINE_OPTIONS),
-    Option("prompt", "text", "markdown", "markdown, free, or your own text containing <image> (deepseek-ocr2).",
-           ENGINE_FLAG, to=ENGINE_OPTIONS),
-    Option("max_new_tokens", "int", 8192, "Most tokens per page (deepseek-ocr2).", ENGINE_FLAG, least=1,
-           to=ENGINE_OPTIONS),
+    Option("engine", "text", "rapidocr", f"{catalog.describe(first='rapidocr')}. Each engine's own options "
+           "follow under its name.", ENGINE_FLAG, short=("-e",), choices_of=catalog.names, to=RUN_CONFIG),
     Option("threads", "int", None, "CPU threads for the engine (rapidocr: default the CPUs available, up to 8; "
            "with --ray, the CPUs each worker takes, default 2).", ENGINE_FLAG, least=1, to=ENGINE_OPTIONS),
-    Option("model_size", "text", "auto", "rapidocr: auto (the tiny recognizer reads every line, the small one "
-           "again those it is unsure of: small's accuracy, faster), small (PP-OCRv6 small models throughout) or tiny "
-           "(tiny detector too: fastest, fewer words read right).", ENGINE_FLAG, choices=("auto", "tiny", "small"),
-           to=ENGINE_OPTIONS),
-    Option("reread_below", "float", 0.987, "rapidocr --model-size auto or tiny: a line the tiny recognizer is "
-           "less sure of than this (0-1; its weakest characters' probability) is read again with the small one, "
-           "and the small one's reading kept (0: none, 1: every line).", ENGINE_FLAG, metavar="SCORE", least=0.0,
-           most=1.0, to=ENGINE_OPTIONS),
-    Option("int8", "switch", False, "rapidocr: read lines with static int8 copies of the recognizers, built from the "
-           "wheel's models at first use (needs the onnx package; cached under ~/.cache/ocrbatch/int8). Opt-in: "
-           "faster on CPUs with VNNI, but reads fewer words right (ocrbatch doctor says which runs).", ENGINE_FLAG,
-           to=ENGINE_OPTIONS),
-    Option("runtime", "text", "auto", "rapidocr: what runs its recognizers: auto (OpenVINO in bfloat16 on CPUs "
-           "with AMX, where it is 2-3x faster; onnxruntime elsewhere), openvino or onnxruntime (ocrbatch doctor says "
-           "which runs).", ENGINE_FLAG, choices=("auto", "openvino", "onnxruntime"),
-           to=ENGINE_OPTIONS),
     Option("keep_furniture", "switch", False, "Keep running heads and feet, page numbers and margin stamps (left "
            "out by default; rapidocr and PDF text layers).", ENGINE_FLAG, to=ENGINE_OPTIONS),
     Option("debug_layout", "path", None, "Write a picture of each page's layout here: its blocks, their kinds and "
@@ -88,14 +65,6 @@ OPTIONS: tuple[Option, ...] = (
     Option("max_batch", "batch", "auto", f"Pages one device runs at once: a number, or auto (from "
            f"{MAX_BATCH_START}, grown while pages/s gains and memory allows; CPU engines keep {MAX_BATCH_START}).",
            ENGINE_FLAG, least=1, to=RUN_CONFIG, parse=BatchCap.parse),
-    Option("schedule", "text", "continuous", "deepseek-ocr2: continuous (pages leave and join the running batch "
-           "between decoding steps) or static (whole batches).", ENGINE_FLAG, choices=("continuous", "static"),
-           to=ENGINE_OPTIONS),
-    Option("quantize", "text", "none", "deepseek-ocr2 weights: none, int8 or nf4 (4-bit), through bitsandbytes.",
-           ENGINE_FLAG, choices=("none", "int8", "nf4"), to=ENGINE_OPTIONS),
-    Option("backend", "text", "transformers", "deepseek-ocr2's runtime: transformers, or vllm (vLLM's engine and "
-           "scheduler; pip install 'ocrbatch[vllm]').", ENGINE_FLAG, choices=("transformers", "vllm"),
-           to=ENGINE_OPTIONS),
     Option("max_wait_ms", "int", 200, "Longest a page waits for its batch to fill.", ENGINE_FLAG, least=0,
            to=RUN_CONFIG),
     Option("workers", "int", None, "Decode threads (default: up to 4).", ENGINE_FLAG, short=("-j",), least=1,
@@ -164,6 +133,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("verbose", "count", 0, "More detail, tracebacks on errors (serve: server logs; -vv every request).",
            frozenset({RUN, SERVE}), short=("-v",), least=0, to=REPORT),
 )
+OPTIONS: tuple[Option, ...] = (*_OWN, *catalog.option_rows(_OWN))  # the engines' rows after ocrbatch's
 OPTION = {o.name: o for o in OPTIONS}
 
 

@@ -90,7 +90,7 @@ CONVERT = [
              (_D + "test_every_shell_example_runs_as_written_and_exits_as_documented",),
              "under python -m, --install-completion completes a command named `python -m ocrbatch`"),
     Mutation("cli-completion-no-values", "ocrbatch/cli.py",
-             "autocompletion=_completion(option.choices) if option.choices else None)", "autocompletion=None)",
+             "autocompletion=_completion(option.allowed) if option.allowed else None)", "autocompletion=None)",
              (_D + "test_shell_completion_offers_commands_and_an_options_values",),
              "shell completion offers no values for --text-layer, --model-size, ..."),
     Mutation("shard-takes-all", "ocrbatch/pipeline/discover.py", "        if not in_shard(cand, shard):\n",

@@ -47,7 +47,7 @@ def _flags(o: Any) -> str:
     if o.kind == "switch":
         text += f" / `{o.off}`"
     elif o.kind != "count":
-        value = o.metavar or ("|".join(o.choices) if o.choices else o.kind.upper())
+        value = o.metavar or ("|".join(o.allowed) if o.allowed else o.kind.upper())
         text = text[:-1] + f" {value}`"
     return text
 

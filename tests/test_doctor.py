@@ -14,7 +14,8 @@ from pathlib import Path
 from rich.console import Console
 
 from ocrbatch import doctor
-from ocrbatch.doctor import Finding, check_cached_model
+from ocrbatch.doctor import Finding
+from ocrbatch.engines.deepseek_ocr2.doctor import check_cached_model
 from test_ui_resources import fake_pynvml
 
 MODEL = "deepseek-community/DeepSeek-OCR-2"

@@ -137,9 +137,11 @@ class Option:
             return self.parse(value)
         return Path(value) if self.kind == "path" else value
 
-    def read(self, raw: str) -> Any:
-        """The value of OCRBATCH_NAME=raw, checked; UsageError naming the variable."""
-        label = f"{self.env}={raw!r}"
+    def read(self, raw: str, label: str | None = None) -> Any:
+        """The value of OCRBATCH_NAME=raw (or of a flag's text, naming it in `label`: "--dpi abc"), checked;
+        UsageError naming the variable (or `label`). A flag's text and a variable's are read alike, so that a
+        value refused says so in one style wherever it came from."""
+        label = label or f"{self.env}={raw!r}"
         text = raw.strip()
         if self.kind in ("int", "count", "float"):
             try:

@@ -43,7 +43,8 @@ _OWN: tuple[Option, ...] = (  # ocrbatch's own rows; each engine's are in engine
            short=("-o",), metavar="DIR", to=RUN_CONFIG),
     # -- the engine --------------------------------------------------------------------------------------
     Option("engine", "text", "rapidocr", f"{catalog.describe(first='rapidocr')}. Each engine's own options "
-           "follow under its name.", ENGINE_FLAG, short=("-e",), choices_of=catalog.names, to=RUN_CONFIG),
+           "follow under its name.", ENGINE_FLAG, short=("-e",), metavar="NAME", choices_of=catalog.names,
+           to=RUN_CONFIG),
     Option("threads", "int", None, "CPU threads for the engine (rapidocr: default the CPUs available, up to 8; "
            "with --ray, the CPUs each worker takes, default 2).", ENGINE_FLAG, least=1, to=ENGINE_OPTIONS),
     Option("keep_furniture", "switch", False, "Keep running heads and feet, page numbers and margin stamps (left "
@@ -135,6 +136,44 @@ _OWN: tuple[Option, ...] = (  # ocrbatch's own rows; each engine's are in engine
 )
 OPTIONS: tuple[Option, ...] = (*_OWN, *catalog.option_rows(_OWN))  # the engines' rows after ocrbatch's
 OPTION = {o.name: o for o in OPTIONS}
+
+# The headings --help shows ocrbatch's own rows under, in this order; an engine's own rows are under its plug-in's
+# title, after RUN_CONTROL (`panel`). A row added to the table gets a heading here (tests/test_ui_cli.py checks).
+IN_OUT, RUN_CONTROL, FORMATS_PANEL, SERVER, LOGGING = ("Input and output", "Run control", "Output formats", "Server",
+                                                       "Logging")
+PANELS: dict[str, tuple[str, ...]] = {
+    IN_OUT: ("output", "pages", "force", "null", "text_layer", "dpi", "max_pixels", "shard"),
+    RUN_CONTROL: ("engine", "devices", "threads", "workers", "max_batch", "max_wait_ms", "stall_timeout", "ray",
+                  "ray_workers", "starve_ms"),
+    FORMATS_PANEL: ("format", "join", "review_below", "keep_furniture"),
+    SERVER: ("host", "port", "max_upload_mb", "max_queue", "token", "drain_s", "max_connections", "header_timeout_s",
+             "body_timeout_s"),
+    LOGGING: ("quiet", "verbose", "json", "no_progress", "log_every", "metrics_file", "debug_layout"),
+}
+_PANEL_OF = {name: title for title, names in PANELS.items() for name in names}
+
+# Flags that give a row a value under the name users of other tools know it by: flag → (row, value, help).
+ALIASES: dict[str, tuple[str, str, str]] = {
+    "--force-ocr": ("text_layer", "off", "OCR every page, even where a PDF page has a text layer (--text-layer off; "
+                                         "as ocrmypdf's, marker's and docling's --force-ocr)."),
+}
+
+
+def panel(o: Option) -> str:
+    """The heading `o` is under in --help: its engine's title for an engine's row, else its PANELS heading
+    (RUN_CONTROL for a row not placed there yet)."""
+    owner = catalog.owner(o.name)
+    if owner is not None:
+        return owner.title or f"{owner.name} engine"
+    return _PANEL_OF.get(o.name, RUN_CONTROL)
+
+
+def panel_order() -> list[str]:
+    """The headings in the order --help shows them."""
+    first = OPTION["engine"].default
+    engines = [t for _, t in sorted(((p.name != first), p.title or f"{p.name} engine")
+                                    for p in catalog.plugins().values() if p.options)]
+    return [IN_OUT, RUN_CONTROL, *dict.fromkeys(engines), FORMATS_PANEL, SERVER, LOGGING]
 
 
 def options(scope: str) -> list[Option]:

@@ -128,7 +128,7 @@ ENGINE += [
              (_P + "test_a_broken_plugin_is_left_out_and_doctor_says_why",),
              "one engine package that fails to load breaks every command"),
     Mutation("engine-choices-written-twice", "ocrbatch/table.py",
-             "choices_of=catalog.names, to=RUN_CONFIG", "choices=(\"rapidocr\", \"deepseek-ocr2\", \"fake\", "
+             "choices_of=catalog.names,\n           to=RUN_CONFIG", "choices=(\"rapidocr\", \"deepseek-ocr2\", \"fake\", "
              "\"fake-timed\"), to=RUN_CONFIG",
              (_P + "test_an_engine_installed_as_a_package_brings_its_option_its_checks_and_converts",),
              "--engine's choices are a list of their own, without the engines installed as packages"),

@@ -77,7 +77,8 @@ def _rows(keep) -> Iterator[str]:
 
 
 def options_page() -> str:
-    from ocrbatch.config import ENGINE, OPTIONS, RUN, SERVE
+    from ocrbatch.config import ENGINE, OPTION, OPTIONS, RUN, SERVE
+    from ocrbatch.table import ALIASES
 
     lines = [
         "---", "hide: [toc]", "---", "",  # the table needs the width
@@ -104,6 +105,10 @@ def options_page() -> str:
         "## convert",
         "",
         *_rows(lambda o: RUN in o.scope),
+        "",
+        "Aliases, by the names other tools give them:",
+        "",
+        *[f"- `{flag}`: `{OPTION[row].flag} {value}`. {_cell(text)}" for flag, (row, value, text) in ALIASES.items()],
         "",
         "## serve",
         "",
@@ -178,9 +183,10 @@ def commands_page() -> str:
         if params:
             lines += ["| parameter | meaning |", "| --- | --- |", *[_param_row(p) for p in params], ""]
     lines += ["## Shell completion", "",
-              "`ocrbatch --install-completion` installs completion of commands, options and their values for the",
-              "shell you run it from (bash, zsh, fish, PowerShell); open a new shell to use it.",
-              "`ocrbatch --show-completion` prints the script instead, to put where you like.", "",
+              "`ocrbatch --install-completion SHELL` installs completion of commands, options and their values for",
+              "SHELL (`bash`, `zsh`, `fish` or `powershell`); open a new shell to use it.",
+              "`ocrbatch --show-completion SHELL` prints the script instead, to put where you like",
+              "(`ocrbatch --show-completion zsh > ~/.zfunc/_ocrbatch`). Another shell is refused with exit 2.", "",
               "## Man page", "",
               "`make man` writes `build/man/ocrbatch.1` from the same table and commands",
               "(`python scripts/reference.py man build/man/ocrbatch.1`); read it with `man -l build/man/ocrbatch.1`.",
@@ -215,8 +221,8 @@ def man_page() -> str:
             names = ", ".join([*p.opts, *p.secondary_opts])
             out += [".TP", ".B " + _roff(names)]
             text = p.help or ""
-            if row is not None:
-                text += f" Variable: {row.env}."
+            if row is not None:  # the row's own text (--help adds its default and variable in brackets)
+                text = row.help + f" Variable: {row.env}."
                 if row.default not in (None, False, 0) and row.kind not in ("switch", "count"):
                     text += f" Default: {row.default}."
             out.append(_roff(text))

@@ -171,7 +171,8 @@ def test_a_variable_its_flag_overrides_is_not_read():
 
 def test_the_commands_have_exactly_the_tables_flags_and_variables():
     command = typer.main.get_command(cli.app)
-    for scope, name, own in ((RUN, "convert", {"inputs"}), (SERVE, "serve", set())):
+    aliases = {"alias_force_ocr"}  # table.ALIASES: --force-ocr, on both (--text-layer is a flag of both)
+    for scope, name, own in ((RUN, "convert", {"inputs", *aliases}), (SERVE, "serve", aliases)):
         params = {p.name: p for p in command.commands[name].params}
         assert set(params) == {o.name for o in config.options(scope)} | own
         for o in config.options(scope):

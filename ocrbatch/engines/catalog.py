@@ -101,6 +101,11 @@ def option_rows(core: Iterable[Option]) -> tuple[Option, ...]:
     return tuple(rows)
 
 
+def owner(row: str) -> EnginePlugin | None:
+    """The engine whose own option `row` is, or None (one of ocrbatch's own)."""
+    return next((p for p in plugins().values() if any(o.name == row for o in p.options)), None)
+
+
 def names() -> tuple[str, ...]:
     """Every engine's name: the plug-ins', then those registered at run time."""
     return tuple(dict.fromkeys([*plugins(), *sorted(_extra)]))

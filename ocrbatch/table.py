@@ -87,7 +87,8 @@ _OWN: tuple[Option, ...] = (  # ocrbatch's own rows; each engine's are in engine
            "with --ray.", frozenset({RUN}), check=_shard_problem, metavar="I/N",
            under_ray="it splits the inputs among machines without Ray; with --ray the cluster shares the work "
                      "itself: leave one of them out", to=RUN_CONFIG, parse=Shard.parse),
-    Option("force", "switch", False, "Redo pages an earlier run already finished.", frozenset({RUN}), to=RUN_CONFIG),
+    Option("force", "switch", False, "Redo pages an earlier run already finished (to OCR pages that have a "
+           "text layer: --force-ocr).", frozenset({RUN}), to=RUN_CONFIG),
     Option("null", "switch", False, "Paths on stdin are NUL-separated (find -print0).", frozenset({RUN}),
            short=("-0",), to=RUN_CONFIG, attr="null_separated"),
     Option("json", "switch", False, "Print a JSON summary on stdout.", frozenset({RUN}), to=REPORT),

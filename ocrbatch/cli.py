@@ -19,7 +19,7 @@ from typing import Any, Callable, NoReturn, Optional
 import typer
 
 from . import __version__, config, table
-from .clihelp import PanelCommand, flag_help, metavar, usage_line
+from .clihelp import PROG, alias, alias_name, completion_script, flag, label, panel_command, usage_line
 from .config import Option
 from .errors import ExitCode, OcrbatchError, UsageError
 
@@ -28,7 +28,6 @@ app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, rich_mar
                   context_settings={"help_option_names": ["-h", "--help"]},
                   help="Batch-convert scanned PDFs and page images to Markdown, one file per page.")
 log = logging.getLogger("ocrbatch")
-PROG = "ocrbatch"  # also under `python -m ocrbatch`: the name --help shows and --install-completion completes
 
 
 class _StderrHandler(logging.Handler):
@@ -74,24 +73,11 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-SHELLS = ("bash", "zsh", "fish", "powershell", "pwsh")  # the shells typer's completion scripts are for
-
-
-def _completion_script(shell: str) -> tuple[str, str]:
-    """The shell named and its completion script; UsageError for a shell there is none for."""
-    from typer._completion_shared import get_completion_script
-
-    shell = shell.strip().lower()
-    if shell not in SHELLS:
-        raise UsageError(f"no completion for {shell!r}: name one of {', '.join(SHELLS[:4])}")
-    return shell, get_completion_script(prog_name=PROG, complete_var=f"_{PROG.upper()}_COMPLETE", shell=shell)
-
-
 def _show_completion(ctx: typer.Context, value: Optional[str]) -> None:
     if value is None or ctx.resilient_parsing:
         return
     _setup_logging(quiet=False, verbose=0)
-    _exit_with(lambda: typer.echo(_completion_script(value)[1]) or ExitCode.OK, 0)
+    _exit_with(lambda: typer.echo(completion_script(value)[1]) or ExitCode.OK, 0)
 
 
 def _install_completion(ctx: typer.Context, value: Optional[str]) -> None:
@@ -101,7 +87,7 @@ def _install_completion(ctx: typer.Context, value: Optional[str]) -> None:
     def install() -> int:
         from typer._completion_shared import install as typer_install
 
-        shell, _ = _completion_script(value)
+        shell, _ = completion_script(value)
         shell, path = typer_install(shell=shell, prog_name=PROG, complete_var=f"_{PROG.upper()}_COMPLETE")
         typer.echo(f"{shell} completion installed in {path}; it works in shells started from now on")
         return ExitCode.OK
@@ -125,34 +111,6 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
     pass
 
 
-# A value is taken as text and read by its row (Option.read, as its variable is), so that a value refused says so in
-# one style from a flag or a variable; a path stays text (typer's Path would make -o '' the current folder).
-_ANNOTATIONS = {"text": str, "int": str, "count": int, "float": str, "path": str, "switch": bool, "batch": str}
-
-
-def _flag(option: Option) -> inspect.Parameter:
-    """The command-line parameter of one row of config.OPTIONS (typer reads it from the command's signature)."""
-    names = [f"{option.flag}/{option.off}" if option.kind == "switch" else option.flag, *option.short]
-    default = option.default if option.kind in ("switch", "count") else None  # the table gives the rest theirs
-    info = typer.Option(default, *names, help=flag_help(option), metavar=metavar(option),
-                        count=option.kind == "count", show_default=False,
-                        autocompletion=_completion(option.allowed) if option.allowed else None)
-    kind = _ANNOTATIONS[option.kind]
-    return inspect.Parameter(option.name, inspect.Parameter.KEYWORD_ONLY, default=info,
-                             annotation=kind if option.kind in ("switch", "count") else Optional[kind])
-
-
-def _alias(flag: str) -> inspect.Parameter:
-    """The parameter of an alias flag (table.ALIASES: --force-ocr), a switch that gives its row a value."""
-    row, value, text = table.ALIASES[flag]
-    return inspect.Parameter(_alias_name(flag), inspect.Parameter.KEYWORD_ONLY, annotation=bool,
-                             default=typer.Option(False, flag, help=text))
-
-
-def _alias_name(flag: str) -> str:
-    return "alias_" + flag.lstrip("-").replace("-", "_")
-
-
 def _given(ctx: typer.Context, rows: list[Option], kwargs: dict[str, Any]) -> dict[str, Any]:
     """The rows' values given on the command line, read by their rows (a flag's text as its variable's), and
     those the alias flags given set."""
@@ -160,39 +118,13 @@ def _given(ctx: typer.Context, rows: list[Option], kwargs: dict[str, Any]) -> di
     for o in rows:
         value = kwargs.pop(o.name, None)
         if _on_command_line(ctx, o.name):
-            given[o.name] = value if o.kind in ("switch", "count") else o.read(value, _label(o, value))
+            given[o.name] = value if o.kind in ("switch", "count") else o.read(value, label(o, value))
     for flag, (row, value, _) in table.ALIASES.items():
-        if kwargs.pop(_alias_name(flag), False) and any(o.name == row for o in rows):
+        if kwargs.pop(alias_name(flag), False) and any(o.name == row for o in rows):
             if row in given and given[row] != value:
                 raise UsageError(f"{flag} is {table.OPTION[row].flag} {value}: give one of them")
             given[row] = table.OPTION[row].read(value, flag)
     return given
-
-
-def _label(o: Option, text: str) -> str:
-    return f"{o.flag} {text if text else repr(text)}"
-
-
-def _panel_command(rows: list[Option]) -> type[PanelCommand]:
-    """The command class whose --help lists `rows` under their headings (table.panel), an alias under its row's,
-    the arguments under the first, and -h last."""
-    by_name = {o.name: table.panel(o) for o in rows}
-    by_name.update({_alias_name(f): table.panel(table.OPTION[r]) for f, (r, _, _) in table.ALIASES.items()})
-
-    def panel_of(name: str) -> str:
-        return by_name.get(name, table.LOGGING if name == "help" else table.IN_OUT)
-
-    return type("TabledCommand", (PanelCommand,), {"panel_of": staticmethod(panel_of),
-                                                   "order": staticmethod(table.panel_order)})
-
-
-def _completion(choices: tuple[str, ...]) -> Callable[[str], list[str]]:
-    """Shell completion (`ocrbatch --install-completion`) of an option's values."""
-
-    def complete(incomplete: str) -> list[str]:
-        return [c for c in choices if c.startswith(incomplete)]
-
-    return complete
 
 
 def _with_options(scope: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
@@ -216,8 +148,8 @@ def _with_options(scope: str) -> Callable[[Callable[..., None]], Callable[..., N
             command(**kwargs, options=options)
 
         context = inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)
-        aliases = [_alias(f) for f, (row, _, _) in table.ALIASES.items() if any(o.name == row for o in rows)]
-        signature = inspect.Signature([context, *own, *map(_flag, rows), *aliases])
+        aliases = [alias(f) for f, (row, _, _) in table.ALIASES.items() if any(o.name == row for o in rows)]
+        signature = inspect.Signature([context, *own, *map(flag, rows), *aliases])
         with_options.__signature__ = signature  # type: ignore[attr-defined]
         del with_options.__wrapped__  # typer reads __signature__, not the command's own
         return with_options
@@ -251,7 +183,7 @@ def _run_options(options: dict[str, Any]) -> dict[str, Any]:
     return {o.field: options[o.name] for o in config.RUN_OWN}
 
 
-@app.command(cls=_panel_command(config.options(config.RUN)),
+@app.command(cls=panel_command(config.options(config.RUN)),
              short_help="Convert documents to Markdown, a file per page.")
 @_with_options(config.RUN)
 def convert(inputs: list[str] = typer.Argument(..., metavar="INPUT...",
@@ -438,7 +370,7 @@ def throughput(
 app.command("bench", hidden=True, help="The old name of `ocrbatch throughput`.")(throughput)
 
 
-@app.command(cls=_panel_command(config.options(config.SERVE)), short_help="Serve conversions over HTTP.")
+@app.command(cls=panel_command(config.options(config.SERVE)), short_help="Serve conversions over HTTP.")
 @_with_options(config.SERVE)
 def serve(*, options: dict[str, Any]) -> None:
     """Serve conversions over HTTP: one loaded engine; concurrent requests share its batches.

@@ -1,4 +1,5 @@
-"""What the command line shows a person: `--help` in panels, and one style for a usage error.
+"""The command line's parameters made from the option table, and what it shows a person: `--help` in panels,
+one style for a usage error, completion scripts.
 
 - `--help` is click's plain layout (the app has no Rich markup: `pip install 'ocrbatch[vllm]'` keeps its
   `[vllm]`), which wraps every description and cuts none at any width. A command made from the option table
@@ -12,11 +13,17 @@
 from __future__ import annotations
 
 import difflib
-from typing import Any
+import inspect
+from typing import Any, Callable, Optional
 
+import typer
 from typer.core import TyperCommand
 
+from . import table
+from .errors import UsageError
 from .rows import Option
+
+PROG = "ocrbatch"  # also under `python -m ocrbatch`: the name --help shows and --install-completion completes
 
 COL_MAX = 26  # the widest the option column gets before its description starts on the next line
 _KIND_METAVARS = {"int": "N", "float": "NUM", "text": "TEXT", "path": "PATH", "batch": "N|auto"}
@@ -97,3 +104,72 @@ def usage_line(exc: Any) -> str:
         return f"no such option {name}{hint} ({command} --help lists them)"
     message = " ".join(str(exc.format_message()).split()).rstrip(".")
     return f"{message[:1].lower()}{message[1:]} ({command} --help)"
+
+
+# A value is taken as text and read by its row (Option.read, as its variable is), so that a value refused says so in
+# one style from a flag or a variable; a path stays text (typer's Path would make -o '' the current folder).
+_ANNOTATIONS = {"text": str, "int": str, "count": int, "float": str, "path": str, "switch": bool, "batch": str}
+
+
+def flag(option: Option) -> inspect.Parameter:
+    """The command-line parameter of one row of config.OPTIONS (typer reads it from the command's signature)."""
+    names = [f"{option.flag}/{option.off}" if option.kind == "switch" else option.flag, *option.short]
+    default = option.default if option.kind in ("switch", "count") else None  # the table gives the rest theirs
+    info = typer.Option(default, *names, help=flag_help(option), metavar=metavar(option),
+                        count=option.kind == "count", show_default=False,
+                        autocompletion=_completion(option.allowed) if option.allowed else None)
+    kind = _ANNOTATIONS[option.kind]
+    return inspect.Parameter(option.name, inspect.Parameter.KEYWORD_ONLY, default=info,
+                             annotation=kind if option.kind in ("switch", "count") else Optional[kind])
+
+
+def alias(name: str) -> inspect.Parameter:
+    """The parameter of an alias flag (table.ALIASES: --force-ocr), a switch that gives its row a value."""
+    row, value, text = table.ALIASES[name]
+    return inspect.Parameter(alias_name(name), inspect.Parameter.KEYWORD_ONLY, annotation=bool,
+                             default=typer.Option(False, name, help=text))
+
+
+def alias_name(name: str) -> str:
+    """The parameter's name of alias flag `name` (--force-ocr: alias_force_ocr)."""
+    return "alias_" + name.lstrip("-").replace("-", "_")
+
+
+def label(o: Option, text: str) -> str:
+    """How a refused value given to `o`'s flag is named: `--dpi abc`, `--pages ''`."""
+    return f"{o.flag} {text if text else repr(text)}"
+
+
+def panel_command(rows: list[Option]) -> type[PanelCommand]:
+    """The command class whose --help lists `rows` under their headings (table.panel), an alias under its row's,
+    the arguments under the first, and -h last."""
+    by_name = {o.name: table.panel(o) for o in rows}
+    by_name.update({alias_name(f): table.panel(table.OPTION[r]) for f, (r, _, _) in table.ALIASES.items()})
+
+    def panel_of(name: str) -> str:
+        return by_name.get(name, table.LOGGING if name == "help" else table.IN_OUT)
+
+    return type("TabledCommand", (PanelCommand,), {"panel_of": staticmethod(panel_of),
+                                                   "order": staticmethod(table.panel_order)})
+
+
+def _completion(choices: tuple[str, ...]) -> Callable[[str], list[str]]:
+    """Shell completion (`ocrbatch --install-completion`) of an option's values."""
+
+    def complete(incomplete: str) -> list[str]:
+        return [c for c in choices if c.startswith(incomplete)]
+
+    return complete
+
+
+SHELLS = ("bash", "zsh", "fish", "powershell", "pwsh")  # the shells typer's completion scripts are for
+
+
+def completion_script(shell: str) -> tuple[str, str]:
+    """The shell named and its completion script; UsageError for a shell there is none for."""
+    from typer._completion_shared import get_completion_script
+
+    shell = shell.strip().lower()
+    if shell not in SHELLS:
+        raise UsageError(f"no completion for {shell!r}: name one of {', '.join(SHELLS[:4])}")
+    return shell, get_completion_script(prog_name=PROG, complete_var=f"_{PROG.upper()}_COMPLETE", shell=shell)

@@ -76,6 +76,16 @@ def _rows(keep) -> Iterator[str]:
             yield f"| {_flags(o)} | `{o.env}` | {_default(o)} | {_cell(o.help)} | {_where(o)} |"
 
 
+def _grouped(keep) -> Iterator[str]:
+    """The rows `keep` picks, a table under each of --help's headings (ocrbatch.table.panel)."""
+    from ocrbatch.config import OPTIONS
+    from ocrbatch.table import panel, panel_order
+
+    for title in panel_order():
+        if any(keep(o) and panel(o) == title for o in OPTIONS):
+            yield from (f"### {title}", "", *_rows(lambda o: keep(o) and panel(o) == title), "")
+
+
 def options_page() -> str:
     from ocrbatch.config import ENGINE, OPTION, OPTIONS, RUN, SERVE
     from ocrbatch.table import ALIASES
@@ -104,8 +114,9 @@ def options_page() -> str:
         "",
         "## convert",
         "",
-        *_rows(lambda o: RUN in o.scope),
+        "Under the same headings as `ocrbatch convert --help`; an engine's own options under its name.",
         "",
+        *_grouped(lambda o: RUN in o.scope),
         "Aliases, by the names other tools give them:",
         "",
         *[f"- `{flag}`: `{OPTION[row].flag} {value}`. {_cell(text)}" for flag, (row, value, text) in ALIASES.items()],

@@ -18,14 +18,16 @@ from typing import Any, Callable, NoReturn, Optional
 
 import typer
 
-from . import __version__, config
+from . import __version__, config, table
+from .clihelp import PROG, alias, alias_name, completion_script, flag, label, panel_command, usage_line
 from .config import Option
 from .errors import ExitCode, OcrbatchError, UsageError
 
-app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False,
+# Plain help (no Rich markup: `[vllm]` is text), -h as --help, and completion options of our own (_completion_script).
+app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None, add_completion=False,
+                  context_settings={"help_option_names": ["-h", "--help"]},
                   help="Batch-convert scanned PDFs and page images to Markdown, one file per page.")
 log = logging.getLogger("ocrbatch")
-PROG = "ocrbatch"  # also under `python -m ocrbatch`: the name --help shows and --install-completion completes
 
 
 class _StderrHandler(logging.Handler):
@@ -73,35 +75,58 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
+def _show_completion(ctx: typer.Context, value: Optional[str]) -> None:
+    if value is None or ctx.resilient_parsing:
+        return
+    _setup_logging(quiet=False, verbose=0)
+    _exit_with(lambda: typer.echo(completion_script(value)[1]) or ExitCode.OK, 0)
+
+
+def _install_completion(ctx: typer.Context, value: Optional[str]) -> None:
+    if value is None or ctx.resilient_parsing:
+        return
+
+    def install() -> int:
+        from typer._completion_shared import install as typer_install
+
+        shell, _ = completion_script(value)
+        shell, path = typer_install(shell=shell, prog_name=PROG, complete_var=f"_{PROG.upper()}_COMPLETE")
+        typer.echo(f"{shell} completion installed in {path}; it works in shells started from now on")
+        return ExitCode.OK
+
+    _setup_logging(quiet=False, verbose=0)
+    _exit_with(install, 0)
+
+
+_SHELL_HELP = "SHELL: bash, zsh, fish or powershell."
+
+
 @app.callback()
 def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                       help="Print the version and exit.")) -> None:
+                                       help="Print the version and exit."),
+          show_completion: Optional[str] = typer.Option(
+              None, "--show-completion", metavar="SHELL", expose_value=False,
+              callback=_show_completion, is_eager=True, help=f"Print the completion script for {_SHELL_HELP}"),
+          install_completion: Optional[str] = typer.Option(
+              None, "--install-completion", metavar="SHELL", expose_value=False,
+              callback=_install_completion, is_eager=True, help=f"Install completion for {_SHELL_HELP}")) -> None:
     pass
 
 
-# A path is read as text (typer's Path would make -o '' the current folder) and made a Path by the table's check.
-_ANNOTATIONS = {"text": str, "int": int, "count": int, "float": float, "path": str, "switch": bool, "batch": str}
-
-
-def _flag(option: Option) -> inspect.Parameter:
-    """The command-line parameter of one row of config.OPTIONS (typer reads it from the command's signature)."""
-    names = [f"{option.flag}/{option.off}" if option.kind == "switch" else option.flag, *option.short]
-    info = typer.Option(option.default, *names, help=option.help, metavar=option.metavar, count=option.kind == "count",
-                        show_default=option.default is not None and option.kind not in ("switch", "count"),
-                        autocompletion=_completion(option.choices) if option.choices else None)
-    kind = _ANNOTATIONS[option.kind]
-    return inspect.Parameter(option.name, inspect.Parameter.KEYWORD_ONLY, default=info,
-                             annotation=kind if option.default is not None or option.kind == "switch"
-                             else Optional[kind])
-
-
-def _completion(choices: tuple[str, ...]) -> Callable[[str], list[str]]:
-    """Shell completion (`ocrbatch --install-completion`) of an option's values."""
-
-    def complete(incomplete: str) -> list[str]:
-        return [c for c in choices if c.startswith(incomplete)]
-
-    return complete
+def _given(ctx: typer.Context, rows: list[Option], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The rows' values given on the command line, read by their rows (a flag's text as its variable's), and
+    those the alias flags given set."""
+    given: dict[str, Any] = {}
+    for o in rows:
+        value = kwargs.pop(o.name, None)
+        if _on_command_line(ctx, o.name):
+            given[o.name] = value if o.kind in ("switch", "count") else o.read(value, label(o, value))
+    for flag, (row, value, _) in table.ALIASES.items():
+        if kwargs.pop(alias_name(flag), False) and any(o.name == row for o in rows):
+            if row in given and given[row] != value:
+                raise UsageError(f"{flag} is {table.OPTION[row].flag} {value}: give one of them")
+            given[row] = table.OPTION[row].read(value, flag)
+    return given
 
 
 def _with_options(scope: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
@@ -115,23 +140,30 @@ def _with_options(scope: str) -> Callable[[Callable[..., None]], Callable[..., N
 
         @functools.wraps(command)
         def with_options(ctx: typer.Context, **kwargs) -> None:
-            given = {o.name: kwargs.pop(o.name) for o in rows if _on_command_line(ctx, o.name)}
-            for o in rows:
-                kwargs.pop(o.name, None)
+            as_json = _json_asked(ctx, kwargs) if scope == config.RUN else False
             try:
+                given = _given(ctx, rows, kwargs)
                 options = config.settle(scope, given, os.environ)
             except UsageError as exc:  # a variable's value (or a flag's) refused: exit 2, naming it
                 _setup_logging(quiet=False, verbose=0)
-                _exit_with(functools.partial(_raise, exc), verbose=0)
+                _exit_with(functools.partial(_raise, exc), verbose=0, as_json=as_json)
             command(**kwargs, options=options)
 
         context = inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)
-        signature = inspect.Signature([context, *own, *map(_flag, rows)])
+        aliases = [alias(f) for f, (row, _, _) in table.ALIASES.items() if any(o.name == row for o in rows)]
+        signature = inspect.Signature([context, *own, *map(flag, rows), *aliases])
         with_options.__signature__ = signature  # type: ignore[attr-defined]
         del with_options.__wrapped__  # typer reads __signature__, not the command's own
         return with_options
 
     return wrap
+
+
+def _json_asked(ctx: typer.Context, kwargs: dict[str, Any]) -> bool:
+    """--json given (or OCRBATCH_JSON set, unless --no-json is): a usage error gets its JSON summary too."""
+    if _on_command_line(ctx, "json"):
+        return bool(kwargs.get("json"))
+    return os.environ.get(config.OPTION["json"].env, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def _raise(exc: BaseException) -> NoReturn:
@@ -153,9 +185,11 @@ def _run_options(options: dict[str, Any]) -> dict[str, Any]:
     return {o.field: options[o.name] for o in config.RUN_OWN}
 
 
-@app.command()
+@app.command(cls=panel_command(config.options(config.RUN)),
+             short_help="Convert documents to Markdown, a file per page.")
 @_with_options(config.RUN)
-def convert(inputs: list[str] = typer.Argument(..., help="Files, folders, or - to read a list of paths from stdin."),
+def convert(inputs: list[str] = typer.Argument(..., metavar="INPUT...",
+                                              help="Files, folders, or - to read a list of paths from stdin."),
             *, options: dict[str, Any]) -> None:
     """Convert documents to Markdown: OUT/NAME.md per image, OUT/NAME/page-0001.md per PDF page.
     Every option can also be set by an OCRBATCH_* variable (OCRBATCH_ENGINE, OCRBATCH_MAX_BATCH, ...);
@@ -298,7 +332,7 @@ def _reporter(report: config.Report, engine: str, output: Path, inputs: list[str
                     verbose=bool(report.verbose))
 
 
-@app.command("throughput")
+@app.command("throughput", short_help="Pages/s of the GPU pipeline on a random model.")
 def throughput(
     arch: str = typer.Option("tiny", "--arch",
                              help="full: a random model of the published size (~3.4B parameters), on a GPU; "
@@ -355,7 +389,7 @@ def throughput(
 app.command("bench", hidden=True, help="The old name of `ocrbatch throughput`.")(throughput)
 
 
-@app.command()
+@app.command(cls=panel_command(config.options(config.SERVE)), short_help="Serve conversions over HTTP.")
 @_with_options(config.SERVE)
 def serve(*, options: dict[str, Any]) -> None:
     """Serve conversions over HTTP: one loaded engine; concurrent requests share its batches.
@@ -378,7 +412,7 @@ def serve(*, options: dict[str, Any]) -> None:
     _exit_with(run_server, report.verbose)
 
 
-@app.command("merge-manifests")
+@app.command("merge-manifests", short_help="Fold --shard parts' manifests into one.")
 def merge_manifests(output: Path = typer.Argument(..., help="The output folder that the parts (--shard I/N) "
                                                             "wrote into."),
                     quiet: bool = typer.Option(False, "-q", "--quiet", help="Print only errors.")) -> None:
@@ -397,7 +431,7 @@ def merge_manifests(output: Path = typer.Argument(..., help="The output folder t
     _exit_with(run_merge, 0)
 
 
-@app.command()
+@app.command(short_help="Check what this install can run, and why not.")
 def doctor(as_json: bool = typer.Option(False, "--json", help="Print the findings as one JSON object.")) -> None:
     """Check the install: Python, torch and CUDA, GPUs, flash-attn, engines, cached models, onnxruntime."""
     from .doctor import main as doctor_main
@@ -410,18 +444,23 @@ def main() -> None:
         from .pipeline.signals import install
 
         install()
-    if not _json_wanted(sys.argv[1:]):
-        app(prog_name=PROG)
-        return
-    try:  # convert --json: a usage error the option parser finds also gets its JSON summary
+    from typer.completion import completion_init
+
+    completion_init()  # the shells' completion requests (_OCRBATCH_COMPLETE=complete_zsh ...) are answered
+    try:
         code = app(standalone_mode=False, prog_name=PROG)
     except typer.Abort:
         sys.exit(1)
     except Exception as exc:  # the parser's ClickException (typer's own copy of click in newer versions)
         if not all(hasattr(exc, a) for a in ("show", "format_message", "exit_code")):
             raise
-        exc.show()
-        _print_error_json(exc.exit_code, exc.format_message(), None)
+        if type(exc).__name__ == "NoArgsIsHelpError":  # `ocrbatch` alone: the help
+            exc.show()
+            sys.exit(exc.exit_code)
+        line = usage_line(exc)  # one line, as the table's own usage errors are (_exit_with)
+        sys.stderr.write(f"ocrbatch: error: {line}\n")
+        if _json_wanted(sys.argv[1:]):  # convert --json: a usage error the parser finds also gets its JSON summary
+            _print_error_json(exc.exit_code, line, None)
         sys.exit(exc.exit_code)
     sys.exit(code if isinstance(code, int) else 0)
 

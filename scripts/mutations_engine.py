@@ -9,7 +9,7 @@ _K, _Q, _R = "tests/test_cascade.py::", "tests/test_int8.py::", "tests/test_runt
 _G = "tests/test_rapid_layouts.py::"
 
 ENGINE = [
-    Mutation("doctor-openvino-extra-unsaid", "ocrbatch/doctor.py", "        elif not ov and amx:", "        elif False:",
+    Mutation("doctor-openvino-extra-unsaid", "ocrbatch/engines/rapidocr/doctor.py", "        elif not ov and amx:", "        elif False:",
              ("tests/test_doctor.py::test_on_a_cpu_with_amx_and_no_openvino_doctor_recommends_the_extra",),
              "a plain install on an AMX CPU runs 2-3x slower and nothing says why or what to install"),
     Mutation("cascade-never-rereads", "ocrbatch/engines/rapid.py",
@@ -101,4 +101,38 @@ ENGINE = [
              "(size >= 0.25 * len(rows))",
              (_G + "test_a_sheets_article_with_its_lines_run_across_its_gutter_is_cut_into_its_columns",),
              "on a sheet of articles, one article's lines run across its gutter stay whole"),
+]
+
+_P = "tests/test_engine_plugin.py::"
+# Engines as plug-ins (engines/plugin.py, catalog.py): what an engine brings reaches --engine, the table, doctor.
+ENGINE += [
+    Mutation("engine-entry-points-ignored", "ocrbatch/engines/catalog.py",
+             "        for where, load in [*_builtin(), *_entry_points()]:",
+             "        for where, load in [*_builtin()]:",
+             (_P + "test_an_engine_installed_as_a_package_brings_its_option_its_checks_and_converts",),
+             "an engine installed as a package (entry point ocrbatch.engines) is not found"),
+    Mutation("engine-builtins-from-metadata-only", "ocrbatch/engines/catalog.py",
+             "        for where, load in [*_builtin(), *_entry_points()]:",
+             "        for where, load in [*_entry_points()]:",
+             (_P + "test_builtin_engines_are_found_in_their_folders_without_entry_points",),
+             "a source tree with stale installed metadata has no built-in engines"),
+    Mutation("engine-rows-left-out", "ocrbatch/table.py",
+             "OPTIONS: tuple[Option, ...] = (*_OWN, *catalog.option_rows(_OWN))",
+             "OPTIONS: tuple[Option, ...] = _OWN",
+             (_P + "test_an_engine_installed_as_a_package_brings_its_option_its_checks_and_converts",),
+             "an engine's own options have no flag, variable or field"),
+    Mutation("engine-checks-not-run", "ocrbatch/doctor.py",
+             "        if plugin is not None and plugin.doctor:", "        if False:",
+             (_P + "test_an_engine_installed_as_a_package_brings_its_option_its_checks_and_converts",),
+             "doctor does not run an engine's own checks"),
+    Mutation("engine-broken-plugin-stops-all", "ocrbatch/engines/catalog.py",
+             "            except Exception as exc:  # noqa: BLE001 - a broken plug-in is a finding, not a crash\n",
+             "            except ImportError as exc:\n",
+             (_P + "test_a_broken_plugin_is_left_out_and_doctor_says_why",),
+             "one engine package that fails to load breaks every command"),
+    Mutation("engine-choices-written-twice", "ocrbatch/table.py",
+             "choices_of=catalog.names,\n           to=RUN_CONFIG", "choices=(\"rapidocr\", \"deepseek-ocr2\", \"fake\", "
+             "\"fake-timed\"), to=RUN_CONFIG",
+             (_P + "test_an_engine_installed_as_a_package_brings_its_option_its_checks_and_converts",),
+             "--engine's choices are a list of their own, without the engines installed as packages"),
 ]

@@ -47,7 +47,7 @@ def _flags(o: Any) -> str:
     if o.kind == "switch":
         text += f" / `{o.off}`"
     elif o.kind != "count":
-        value = o.metavar or ("|".join(o.choices) if o.choices else o.kind.upper())
+        value = o.metavar or ("|".join(o.allowed) if o.allowed else o.kind.upper())
         text = text[:-1] + f" {value}`"
     return text
 
@@ -76,17 +76,28 @@ def _rows(keep) -> Iterator[str]:
             yield f"| {_flags(o)} | `{o.env}` | {_default(o)} | {_cell(o.help)} | {_where(o)} |"
 
 
+def _grouped(keep) -> Iterator[str]:
+    """The rows `keep` picks, a table under each of --help's headings (ocrbatch.table.panel)."""
+    from ocrbatch.config import OPTIONS
+    from ocrbatch.table import panel, panel_order
+
+    for title in panel_order():
+        if any(keep(o) and panel(o) == title for o in OPTIONS):
+            yield from (f"### {title}", "", *_rows(lambda o: keep(o) and panel(o) == title), "")
+
+
 def options_page() -> str:
-    from ocrbatch.config import ENGINE, OPTIONS, RUN, SERVE
+    from ocrbatch.config import ENGINE, OPTION, OPTIONS, RUN, SERVE
+    from ocrbatch.table import ALIASES
 
     lines = [
         "---", "hide: [toc]", "---", "",  # the table needs the width
         "# Options",
         "",
-        "<!-- Generated from ocrbatch/config.py's OPTIONS by scripts/reference.py when the site is built. -->",
+        "<!-- Generated from ocrbatch/table.py's OPTIONS by scripts/reference.py when the site is built. -->",
         "",
         "Every option of `ocrbatch convert` and `ocrbatch serve`, and every keyword of `ocrbatch.Converter`, is",
-        "one row of one table, `OPTIONS` in `ocrbatch/config.py`; this page, `--help` and the",
+        "one row of one table, `OPTIONS` in `ocrbatch/table.py`; this page, `--help` and the",
         "[man page](commands.md#man-page) are made from it.",
         "",
         "- **flag**: on the command line; a switch has its opposite (`--no-force` undoes `--force`).",
@@ -103,7 +114,12 @@ def options_page() -> str:
         "",
         "## convert",
         "",
-        *_rows(lambda o: RUN in o.scope),
+        "Under the same headings as `ocrbatch convert --help`; an engine's own options under its name.",
+        "",
+        *_grouped(lambda o: RUN in o.scope),
+        "Aliases, by the names other tools give them:",
+        "",
+        *[f"- `{flag}`: `{OPTION[row].flag} {value}`. {_cell(text)}" for flag, (row, value, text) in ALIASES.items()],
         "",
         "## serve",
         "",
@@ -176,9 +192,10 @@ def commands_page() -> str:
         if params:
             lines += ["| parameter | meaning |", "| --- | --- |", *[_param_row(p) for p in params], ""]
     lines += ["## Shell completion", "",
-              "`ocrbatch --install-completion` installs completion of commands, options and their values for the",
-              "shell you run it from (bash, zsh, fish, PowerShell); open a new shell to use it.",
-              "`ocrbatch --show-completion` prints the script instead, to put where you like.", "",
+              "`ocrbatch --install-completion SHELL` installs completion of commands, options and their values for",
+              "SHELL (`bash`, `zsh`, `fish` or `powershell`); open a new shell to use it.",
+              "`ocrbatch --show-completion SHELL` prints the script instead, to put where you like",
+              "(`ocrbatch --show-completion zsh > ~/.zfunc/_ocrbatch`). Another shell is refused with exit 2.", "",
               "## Man page", "",
               "`make man` writes `build/man/ocrbatch.1` from the same table and commands",
               "(`python scripts/reference.py man build/man/ocrbatch.1`); read it with `man -l build/man/ocrbatch.1`.",
@@ -213,8 +230,8 @@ def man_page() -> str:
             names = ", ".join([*p.opts, *p.secondary_opts])
             out += [".TP", ".B " + _roff(names)]
             text = p.help or ""
-            if row is not None:
-                text += f" Variable: {row.env}."
+            if row is not None:  # the row's own text (--help adds its default and variable in brackets)
+                text = row.help + f" Variable: {row.env}."
                 if row.default not in (None, False, 0) and row.kind not in ("switch", "count"):
                     text += f" Default: {row.default}."
             out.append(_roff(text))

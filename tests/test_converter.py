@@ -147,7 +147,7 @@ def test_stream_yields_every_page_and_failed_files(tmp_path, counter):
 
 
 def test_options_are_checked_when_the_converter_is_made():
-    with pytest.raises(UsageError, match="unknown engine"):
+    with pytest.raises(UsageError, match="--engine nope: choose .*fake.* or rapidocr"):
         Converter(engine="nope")
     with pytest.raises(UsageError, match="--max-batch"):
         Converter(engine="fake", max_batch=0)

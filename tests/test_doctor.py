@@ -14,7 +14,9 @@ from pathlib import Path
 from rich.console import Console
 
 from ocrbatch import doctor
-from ocrbatch.doctor import Finding, check_cached_model
+from ocrbatch.doctor import Finding
+from ocrbatch.engines.deepseek_ocr2.doctor import check_cached_model
+from ocrbatch.engines.rapidocr import doctor as rapidocr_doctor
 from test_ui_resources import fake_pynvml
 
 MODEL = "deepseek-community/DeepSeek-OCR-2"
@@ -119,7 +121,7 @@ def test_on_a_cpu_with_amx_and_no_openvino_doctor_recommends_the_extra(monkeypat
     and doctor says to install it where it would help, and only there."""
     monkeypatch.setitem(sys.modules, "openvino", None)  # as in a plain install
     for amx in (True, False):
-        monkeypatch.setattr(doctor, "_cpu_has", lambda flag, amx=amx: amx and flag == "amx_bf16")
-        found = doctor.check_runtime({})
+        monkeypatch.setattr(rapidocr_doctor, "_cpu_has", lambda flag, amx=amx: amx and flag == "amx_bf16")
+        found = rapidocr_doctor.check_runtime({})
         assert found.data["runtime"] == "onnxruntime" and found.data["openvino"] is False
         assert ("ocrbatch[openvino]" in found.detail) is amx, found.detail

@@ -117,7 +117,7 @@ def test_two_processes_building_at_once_both_end_with_the_same_file(tmp_path, ti
 
 
 def test_doctor_says_which_recognizers_run_and_why():
-    from ocrbatch.doctor import check_int8
+    from ocrbatch.engines.rapidocr.doctor import check_int8
 
     plain = check_int8({})
     assert plain.data["variant"] == "float32" and "opt-in" in plain.detail

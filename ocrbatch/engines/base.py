@@ -26,10 +26,11 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Hashable, Protocol, Sequence, Sized, runtime_checkable
 
-from ..config import EngineOptions
 from ..records import PageImage, PageOutput
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # EngineOptions only as a type: an engine's module imports this without the option table, which
+    # imports the engines' plug-ins (engines/catalog.py) to learn their rows
+    from ..config import EngineOptions
     from ..gpu.throughput import SlotFigures
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import hashlib
 from typing import Sequence
 
-from ..records import PageImage, PageOutput
-from .base import Engine
+from ...records import PageImage, PageOutput
+from ..base import Engine
 
 
 class FakeEngine(Engine):
@@ -36,7 +36,7 @@ class TimedFakeEngine(FakeEngine):
     def load(self, device: str) -> None:
         import os
 
-        from ..errors import EngineLoadError
+        from ...errors import EngineLoadError
 
         super().load(device)
         try:

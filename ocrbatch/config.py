@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from .errors import UsageError
+from .render import NAMES as RENDERERS_NAMES
 
 
 @dataclass(frozen=True)
@@ -298,13 +299,15 @@ def _either(choices: Iterable[str]) -> str:
     return f"{', '.join(most)} or {last}" if most else last
 
 
-FORMATS = ("md", "json")  # --format: what each page is written as
+FORMATS = RENDERERS_NAMES  # --format: the output formats (render/: one module each, in its registry)
 
 
 def parse_formats(text: "str | tuple[str, ...] | list[str]") -> tuple[str, ...]:
-    """--format md or md,json → ("md",) or ("md", "json"); UsageError otherwise."""
+    """--format md,txt,pdf → ("md", "txt", "pdf"): any of FORMATS, in its order, md always among them (the
+    Markdown is the run's record of each page); UsageError otherwise."""
     parts = [p.strip().lower() for p in (text.split(",") if isinstance(text, str) else text) if p.strip()]
-    formats = tuple(sorted(set(parts), key=lambda p: FORMATS.index(p) if p in FORMATS else len(FORMATS)))
+    formats = tuple(sorted(set(parts) | ({"md"} if parts else set()),
+                           key=lambda p: FORMATS.index(p) if p in FORMATS else len(FORMATS)))
     why = _formats_problem(",".join(formats))
     if why:
         raise UsageError(f"--format {','.join(parts)}: {why}")
@@ -313,8 +316,8 @@ def parse_formats(text: "str | tuple[str, ...] | list[str]") -> tuple[str, ...]:
 
 def _formats_problem(text: str) -> str | None:
     parts = [p.strip().lower() for p in text.split(",") if p.strip()]
-    if any(p not in FORMATS for p in parts) or "md" not in parts:
-        return "choose md or md,json (the Markdown is always written)"
+    if not parts or any(p not in FORMATS for p in parts):
+        return f"choose any of {','.join(FORMATS)} (the Markdown is always written)"
     return None
 
 
@@ -419,8 +422,10 @@ OPTIONS: tuple[Option, ...] = (
            frozenset({RUN}), least=0, metavar="SECONDS", to=REPORT),
     Option("metrics_file", "path", None, "Keep Prometheus metrics here (node_exporter textfile format).",
            frozenset({RUN}), metavar="PATH", to=REPORT),
-    Option("format", "text", "md", "md, or md,json: also a NAME.json beside each page's Markdown (its lines, boxes, "
-           "scores, reading order; schema in ocrbatch/pagejson.py).", frozenset({RUN}), check=_formats_problem,
+    Option("format", "text", "md", "Any of md,json,txt,hocr,pdf; the Markdown is always written. json: NAME.json "
+           "beside each page's Markdown (its lines, boxes, scores, reading order; schema in ocrbatch/pagejson.py); "
+           "txt: NAME.txt, plain text; hocr: NAME.hocr; pdf: one searchable NAME.pdf per document (docs: "
+           "Converting).", frozenset({RUN}), check=_formats_problem,
            to=RUN_CONFIG, attr="formats", parse=parse_formats),
     Option("join", "switch", False, "Also write one OUT/.../NAME.md per multi-page document, its pages joined with "
            "<!-- page N --> separators.", frozenset({RUN}), to=RUN_CONFIG),

@@ -82,9 +82,11 @@ def of_markdown(markdown: str, geometry: PageLines | None = None) -> PageRecord:
     return PageRecord(w, h, blocks, NO_BOXES, markdown=markdown)
 
 
-def of_page_json(page: dict[str, Any]) -> PageRecord:
+def of_page_json(page: dict[str, Any], boxes: str | None = None) -> PageRecord:
     """The record behind a page JSON (pagejson.py) read back: its lines, grouped by block, with their boxes.
-    Markdown and kinds of blocks are not in the JSON: each block's markdown is its lines' text."""
+    Markdown and kinds of blocks are not in the JSON: each block's markdown is its lines' text. `boxes`: what the
+    boxes are, as the page's manifest record says (the write stage keeps it there when a pdf is asked for); None:
+    guessed (lines with no score and block labels are an engine's blocks)."""
     blocks: list[Block] = []
     current: int | None | str = "start"
     for item in page.get("lines", []):
@@ -101,7 +103,8 @@ def of_page_json(page: dict[str, Any]) -> PageRecord:
         current = block
     scored = any(ln.score is not None for b in blocks for ln in b.lines)
     label_kinds = {ln.kind for b in blocks for ln in b.lines} - {"text", FURNITURE}
-    boxes = BLOCKS if label_kinds and not scored else LINES
+    if boxes not in (LINES, BLOCKS, NO_BOXES):
+        boxes = BLOCKS if label_kinds and not scored else LINES
     figures = tuple(tuple(float(v) for v in f["box"]) for f in page.get("figures", []))
     return PageRecord(int(page.get("width", 0)), int(page.get("height", 0)), tuple(blocks), boxes,
                       dpi=page.get("dpi"), figures=figures)  # type: ignore[arg-type]

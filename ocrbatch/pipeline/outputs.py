@@ -100,6 +100,8 @@ class Outputs:
             result.attachments = kept + [Attachment(rel, data)]
         if refused:
             result.info = {**result.info, "not_written": refused}
+        if any(RENDERERS[f].per_document for f in self.formats):  # what the page JSON's boxes are, for the PDF
+            result.info = {**result.info, "boxes": pagerecord.record_of(result).boxes}
 
     def _page(self, result: PageResult, rel: PurePosixPath) -> Page:
         """The page as the renderers take it: its record (with the dpi of a PDF page) and what is known of it."""
@@ -242,7 +244,8 @@ class Outputs:
             if rec.get("status") in DONE:
                 found = safefiles.read_bytes(self.out_dir / json_path(PageRef(src, page)), "the page JSON",
                                              MAX_PAGE_BYTES)
-                record = pagerecord.of_page_json(json.loads(found)) if found is not None else None
+                record = pagerecord.of_page_json(json.loads(found), (rec.get("info") or {}).get("boxes")) \
+                    if found is not None else None
             text_layer = (rec.get("info") or {}).get("path") == "text-layer"
             if record is not None and not text_layer and renderer.check(record) is not None:
                 bare.append(str(page))

@@ -422,7 +422,7 @@ OPTIONS: tuple[Option, ...] = (
            frozenset({RUN}), least=0, metavar="SECONDS", to=REPORT),
     Option("metrics_file", "path", None, "Keep Prometheus metrics here (node_exporter textfile format).",
            frozenset({RUN}), metavar="PATH", to=REPORT),
-    Option("format", "text", "md", "Any of md,json,txt,hocr,pdf; the Markdown is always written. json: NAME.json "
+    Option("format", "text", "md", f"Any of {','.join(FORMATS)}; the Markdown is always written. json: NAME.json "
            "beside each page's Markdown (its lines, boxes, scores, reading order; schema in ocrbatch/pagejson.py); "
            "txt: NAME.txt, plain text; hocr: NAME.hocr; pdf: one searchable NAME.pdf per document (docs: "
            "Converting).", frozenset({RUN}), check=_formats_problem,

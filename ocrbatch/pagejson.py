@@ -100,7 +100,8 @@ def of_record(record: PageRecord, *, source: str, page: int, status: str, engine
                    "score": None if line.score is None else round(line.score, 4),
                    "box": _px(line.box), "box_norm": _norm(line.box, w, h)}
                   for n, (line, block) in enumerate(lines) if line.box is not None],
-        "figures": [{"box": _px(box), "box_norm": _norm(box, w, h), "file": f} for box, f in zip(record.figures, files)],
+        "figures": [{"box": _px(box), "box_norm": _norm(box, w, h), "file": f}
+                    for box, f in zip(record.figures, files)],
     }
 
 

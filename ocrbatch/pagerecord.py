@@ -26,8 +26,8 @@ from __future__ import annotations
 import re
 from typing import Any, Sequence
 
-from .records import (BLOCKS, FURNITURE, LINES, NO_BOXES, Box, PageLines, PageRecord, PageResult, RecordBlock as Block,
-                      RecordLine as Line)
+from .records import (BLOCKS, FURNITURE, LINES, NO_BOXES, PageLines, PageRecord, PageResult,
+                      RecordBlock as Block, RecordLine as Line)
 
 
 # -- builders ------------------------------------------------------------------------------------------
@@ -90,8 +90,8 @@ def of_page_json(page: dict[str, Any], boxes: str | None = None) -> PageRecord:
     blocks: list[Block] = []
     current: int | None | str = "start"
     for item in page.get("lines", []):
-        line = Line(str(item["text"]), tuple(float(v) for v in item["box"]), item.get("score"),  # type: ignore[arg-type]
-                    str(item.get("kind", "text")))
+        x0, y0, x1, y1 = (float(v) for v in item["box"])
+        line = Line(str(item["text"]), (x0, y0, x1, y1), item.get("score"), str(item.get("kind", "text")))
         block = item.get("block")
         kind = FURNITURE if block is None else "paragraph"
         if blocks and block == current and block is not None:

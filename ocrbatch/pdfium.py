@@ -167,8 +167,8 @@ def page_frames(path: Path, indices: list[int]) -> list[PageFrame]:
             for index in indices:
                 page = doc[index]
                 try:
-                    frames.append(PageFrame(tuple(page.get_mediabox()), tuple(page.get_cropbox()),  # type: ignore[arg-type]
-                                            int(page.get_rotation()) % 360))
+                    media, crop = page.get_mediabox(), page.get_cropbox()
+                    frames.append(PageFrame(media, crop, int(page.get_rotation()) % 360))
                 finally:
                     page.close()
             return frames

@@ -19,7 +19,7 @@ from conftest import draw_page, run_cli, save_pdf
 from ocrbatch import config, pagerecord
 from ocrbatch.records import (FURNITURE, LINES, Kind, PageImage, PageRecord, PageRef, RecordBlock, RecordLine,
                               Source)
-from ocrbatch.render import RENDERERS, DocumentPage, Page, Refusal, hocr, pdf, txt
+from ocrbatch.render import RENDERERS, DocumentPage, Page, Refusal, pdf
 
 ROOT = Path(__file__).resolve().parents[1]
 XHTML = "{http://www.w3.org/1999/xhtml}"

@@ -202,7 +202,7 @@ class Outputs:
         """Write OUT/…/NAME.md (and NAME.EXT for each other per-page format) from the document's pages on disk,
         when needed; the Markdown's path, or None if no page has a record."""
         rel = page_output(src.out_key, False, 1)
-        renderers = [RENDERERS["md"], *(r for r in page_formats(self.formats) if r.name in self.formats)]
+        renderers = [RENDERERS["md"], *(r for r in page_formats(self.formats) if r.name in self.formats and r.join)]
         joins: dict[str, list[tuple[int, bytes | None, str | None]]] = {r.name: [] for r in renderers}
         for page, rec in self._pages(src):
             if rec.get("status") == Status.FAILED.value:
@@ -226,8 +226,7 @@ class Outputs:
         if fresh and not changed:
             return rel.as_posix()
         for r in renderers:
-            assert r.join is not None, f"{r.name} cannot be joined"
-            atomic_write(self.out_dir / format_path(rel, r), r.join(joins[r.name]))
+            atomic_write(self.out_dir / format_path(rel, r), r.join(joins[r.name]))  # type: ignore[misc]
         self.manifest.record_document(src, rel.as_posix(), pages, self.engine)
         return rel.as_posix()
 

@@ -238,6 +238,7 @@ class Outputs:
             return rel.as_posix()
         pages: list[DocumentPage] = []
         bare: list[str] = []
+        why = ""
         for page, rec in self._pages(src):
             record = None
             if rec.get("status") in DONE:
@@ -246,14 +247,16 @@ class Outputs:
                 record = pagerecord.of_page_json(json.loads(found), (rec.get("info") or {}).get("boxes")) \
                     if found is not None else None
             text_layer = (rec.get("info") or {}).get("path") == "text-layer"
-            if record is not None and not text_layer and renderer.check(record) is not None:
+            refused = renderer.check(record) if record is not None and not text_layer else None
+            if refused is not None:
                 bare.append(str(page))
+                why = refused
             pages.append(DocumentPage(page, record, text_layer))
         if not pages:
             return None
         if bare:
             log.warning("%s: %s: page%s %s without text: %s", src.display, rel.as_posix(), "s" * (len(bare) > 1),
-                        ", ".join(bare), "no line boxes (an engine that reads blocks, not lines)")
+                        ", ".join(bare), why)
         assert renderer.document is not None
 
         def image_of(number: int) -> Any:

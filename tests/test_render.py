@@ -280,6 +280,26 @@ def test_pdf_copies_text_layer_pages_and_pages_without_line_boxes_as_they_are(tm
     assert [doc[i].get_textpage().get_text_range() for i in range(2)] == [before, before]  # nothing added
 
 
+@pytest.mark.parametrize("kind, suffix", [(Kind.PNG, ".png"), (Kind.JPEG, ".jpg")])
+def test_pdf_of_an_image_holds_the_image_as_decoded(tmp_path, kind, suffix):
+    """A PNG's pixels come back exactly (lossless, rows as the PNG encoder filtered them); a JPEG that needs no
+    turning is embedded as its own bytes."""
+    image = draw_page("Apples and pears\n\nThe barns are full.", size=(400, 300)).convert("RGB")
+    image.putpixel((5, 5), (200, 30, 90))
+    path = tmp_path / f"scan{suffix}"
+    image.save(path, dpi=(72, 72))
+    source = _png_source(path, kind)
+    data = pdf.document(source, [DocumentPage(1, None)], _image_of(source))
+    page = pypdfium2.PdfDocument(data)[0]
+    assert tuple(round(v) for v in page.get_size()) == (400, 300)
+    if kind is Kind.JPEG:
+        assert path.read_bytes() in data
+        return
+    drawn = page.render(scale=1).to_pil().convert("RGB")
+    assert drawn.size == image.size and drawn.tobytes() == image.tobytes()
+    assert len(data) < 2 * path.stat().st_size + 4096  # about the PNG's size, not raw pixels
+
+
 def test_the_hand_written_pdf_is_valid_for_poppler_and_holds_any_text(tmp_path):
     sheet = pdf._Sheet((0, 0, 300, 200), (300, 200), lines=[("Grüße aus 東京 (tab)\\", 10, 100, 290, 120)])
     data = pdf.sheets_pdf([sheet])

@@ -41,7 +41,7 @@ RENDER = [
              (_T + "test_pdf_copies_text_layer_pages_and_pages_without_line_boxes_as_they_are",),
              "a born-digital page gets its text twice"),
     Mutation("render-pdf-png-rows-unpredicted", "ocrbatch/render/pdf.py",
-             '"FlateDecode", "DeviceRGB", predicted=True)', '"FlateDecode", "DeviceRGB")',
+             '"FlateDecode", colors, predicted=True)', '"FlateDecode", colors)',
              (_T + "test_pdf_of_an_image_holds_the_image_as_decoded",),
              "an image's page in the PDF is noise (its PNG-filtered rows read as pixels)"),
     Mutation("outputs-refused-page-redone", "ocrbatch/pipeline/outputs.py",

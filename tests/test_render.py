@@ -298,6 +298,10 @@ def test_pdf_of_an_image_holds_the_image_as_decoded(tmp_path, kind, suffix):
     drawn = page.render(scale=1).to_pil().convert("RGB")
     assert drawn.size == image.size and drawn.tobytes() == image.tobytes()
     assert len(data) < 2 * path.stat().st_size + 4096  # about the PNG's size, not raw pixels
+    image.convert("L").save(path, dpi=(72, 72))  # a grey scan stays one channel
+    grey = pdf.document(source, [DocumentPage(1, None)], _image_of(source))
+    drawn = pypdfium2.PdfDocument(grey)[0].render(scale=1).to_pil().convert("L")
+    assert drawn.tobytes() == image.convert("L").tobytes() and b"/DeviceGray" in grey
 
 
 def test_the_hand_written_pdf_is_valid_for_poppler_and_holds_any_text(tmp_path):

@@ -248,24 +248,28 @@ def _embedded(source: Source, number: int, image: Any) -> _Image:
                               "DeviceRGB" if mode == "RGB" else "DeviceGray")
         except OSError:
             pass
-    return _png_rows(image.convert("RGB"))
+    rgb = image.convert("RGB")
+    r, g, b = rgb.split()
+    grey = r.tobytes() == g.tobytes() == b.tobytes()  # a grey scan: one channel, not three the same
+    return _png_rows(r if grey else rgb)
 
 
-def _png_rows(rgb: Any) -> _Image:
-    """The image's pixels as Pillow's PNG encoder compresses them (each row filtered as suits it best), its IDAT
-    data taken as it is: a PDF reads it with /Predictor 15, and it is about as small as the PNG."""
+def _png_rows(image: Any) -> _Image:
+    """The image's pixels (RGB or L) as Pillow's PNG encoder compresses them (each row filtered as suits it
+    best), its IDAT data taken as it is: a PDF reads it with /Predictor 15, and it is about as small as the PNG."""
     import io
     import struct
 
     buf = io.BytesIO()
-    rgb.save(buf, format="PNG", compress_level=6)
+    image.save(buf, format="PNG", compress_level=6)
     data, pos, idat = buf.getvalue(), 8, []
     while pos + 8 <= len(data):
         length, kind = struct.unpack(">I4s", data[pos:pos + 8])
         if kind == b"IDAT":
             idat.append(data[pos + 8:pos + 8 + length])
         pos += 12 + length
-    return _Image(rgb.width, rgb.height, b"".join(idat), "FlateDecode", "DeviceRGB", predicted=True)
+    colors = "DeviceGray" if image.mode == "L" else "DeviceRGB"
+    return _Image(image.width, image.height, b"".join(idat), "FlateDecode", colors, predicted=True)
 
 
 RENDERER = Renderer("pdf", ".pdf", "application/pdf",

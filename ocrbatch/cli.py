@@ -311,12 +311,20 @@ def _stdout_run(inputs: list[str], as_json: bool, formats: tuple[str, ...], join
 
     from .pipeline.stdout import StdoutPrinter, stdout_binary
 
+    from .render import RENDERERS
+
+    printed = [f for f in formats if f != "md"] or ["md"]
+    files = [f for f in printed if RENDERERS[f].stream is None]
     for clash, why in ((as_json, "--json prints on stdout"), (join, "--join writes files"),
-                       ("json" in formats, "--format json writes files")):
+                       (bool(files), f"--format {','.join(files)} writes files"),
+                       (len(printed) > 1, f"--format {','.join(printed)} is more than one")):
         if clash:
-            raise UsageError(f"-o - puts the Markdown on stdout; {why}: give -o a folder for that")
+            raise UsageError(f"-o - puts the Markdown on stdout (or the text, with --format txt); {why}: give -o a "
+                             "folder for that")
     several = len(inputs) > 1 or any(i == "-" or Path(i).is_dir() for i in inputs)
-    return StdoutPrinter(stdout_binary(), announce=several), Path(tempfile.mkdtemp(prefix="ocrbatch-stdout-"))
+    renderer = RENDERERS[printed[0]]
+    return (StdoutPrinter(stdout_binary(), announce=several and renderer.name == "md", renderer=renderer),
+            Path(tempfile.mkdtemp(prefix="ocrbatch-stdout-")))
 
 
 def _reporter(report: config.Report, engine: str, output: Path, inputs: list[str]):

@@ -38,7 +38,8 @@ import math
 from typing import Any, Iterable, Sequence
 
 from .confidence import Confidence
-from .records import Box, PageLines, PageResult, PlacedLine, TextLine
+from .pagerecord import record_of
+from .records import FURNITURE, Box, PageLines, PageRecord, PageResult, PlacedLine, RecordLine, TextLine
 
 NAME = "ocrbatch-page"
 VERSION = 1
@@ -73,18 +74,34 @@ def page_json(result: PageResult, engine: str, dpi: int | None = None, figure_fi
     for images); `figure_files`: the figures' files, relative to the page's JSON."""
     ref = result.ref
     assert ref is not None, "only a page has a page JSON"
-    geo = result.lines or PageLines(0, 0)
     conf = result.confidence
-    w, h = max(1, geo.width), max(1, geo.height)
-    files = list(figure_files) + [None] * max(0, len(geo.figures) - len(figure_files))
+    return of_record(record_of(result), source=ref.source.display, page=ref.page, status=result.status.value,
+                     engine=engine, confidence=conf.as_dict() if isinstance(conf, Confidence) else None,
+                     figure_files=figure_files, dpi=dpi)
+
+
+def of_record(record: PageRecord, *, source: str, page: int, status: str, engine: str,
+              confidence: dict | None = None, figure_files: Sequence[str] = (), dpi: float | None = None) -> dict:
+    """The page JSON of a page record (render/jsonpage.py): its boxed lines in reading order, each with the number
+    of its Markdown block (furniture left out: null). `dpi`: the record's when not given."""
+    w, h = max(1, record.width), max(1, record.height)
+    files = list(figure_files) + [None] * max(0, len(record.figures) - len(figure_files))
+    lines: list[tuple[RecordLine, int | None]] = []
+    number = 0
+    for block in record.blocks:
+        left_out = block.kind == FURNITURE
+        lines += [(line, None if left_out else number) for line in block.lines if line.box is not None]
+        number += not left_out
     return {
-        "schema": NAME, "version": VERSION, "source": ref.source.display, "page": ref.page,
-        "status": result.status.value, "engine": engine, "width": geo.width, "height": geo.height,
-        "dpi": dpi, "confidence": conf.as_dict() if isinstance(conf, Confidence) else None,
-        "lines": [{"order": n, "block": line.block, "kind": line.kind, "text": line.text,
+        "schema": NAME, "version": VERSION, "source": source, "page": page,
+        "status": status, "engine": engine, "width": record.width, "height": record.height,
+        "dpi": record.dpi if dpi is None else dpi, "confidence": confidence,
+        "lines": [{"order": n, "block": block, "kind": line.kind, "text": line.text,
                    "score": None if line.score is None else round(line.score, 4),
-                   "box": _px(line.box), "box_norm": _norm(line.box, w, h)} for n, line in enumerate(geo.lines)],
-        "figures": [{"box": _px(box), "box_norm": _norm(box, w, h), "file": f} for box, f in zip(geo.figures, files)],
+                   "box": _px(line.box), "box_norm": _norm(line.box, w, h)}
+                  for n, (line, block) in enumerate(lines) if line.box is not None],
+        "figures": [{"box": _px(box), "box_norm": _norm(box, w, h), "file": f}
+                    for box, f in zip(record.figures, files)],
     }
 
 

@@ -190,3 +190,75 @@ def page_tree(path: Path, size: int) -> PageTree:
 
 def page_count(path: Path) -> int:
     return page_tree(path, path.stat().st_size).held
+
+
+@dataclass(frozen=True)
+class PageFrame:
+    """Where a PDF page's content lies: its boxes in its own space (points) and its /Rotate (clockwise)."""
+
+    mediabox: tuple[float, float, float, float]
+    cropbox: tuple[float, float, float, float]
+    rotation: int
+
+
+def page_frames(path: Path, indices: list[int]) -> list[PageFrame]:
+    """The frames of pages `indices` (0-based) of the PDF at `path`; DecodeError when it cannot be read."""
+    import pypdfium2
+
+    with LOCK:
+        try:
+            doc = pypdfium2.PdfDocument(str(path))
+        except pypdfium2.PdfiumError as exc:
+            raise DecodeError(f"cannot open: {_why(exc)}") from exc
+        try:
+            frames = []
+            for index in indices:
+                page = doc[index]
+                try:
+                    media, crop = page.get_mediabox(), page.get_cropbox()
+                    frames.append(PageFrame(media, crop, int(page.get_rotation()) % 360))
+                finally:
+                    page.close()
+            return frames
+        except pypdfium2.PdfiumError as exc:
+            raise DecodeError(f"cannot read a page: {_why(exc)}") from exc
+        finally:
+            doc.close()
+
+
+def stamp(path: Path, overlay: bytes | None, plan: list[tuple[int, int | None]]) -> bytes:
+    """A new PDF of the pages of the PDF at `path` named by `plan` ((0-based page, its overlay's page or None)),
+    in order, each copied as it is and, where `plan` names one, with that page of the PDF `overlay` drawn over
+    it as a form (render/pdf.py: its invisible text). DecodeError when the source cannot be read."""
+    import io
+
+    import pypdfium2
+
+    with LOCK:
+        docs = []
+        try:
+            src = pypdfium2.PdfDocument(str(path))
+            docs.append(src)
+            over = pypdfium2.PdfDocument(overlay) if overlay is not None else None
+            if over is not None:
+                docs.append(over)
+            dest = pypdfium2.PdfDocument.new()
+            docs.append(dest)
+            dest.import_pages(src, [index for index, _ in plan])
+            for n, (_, sheet) in enumerate(plan):
+                if sheet is None or over is None:
+                    continue
+                page = dest[n]
+                try:
+                    page.insert_obj(over.page_as_xobject(sheet, dest).as_pageobject())
+                    page.gen_content()
+                finally:
+                    page.close()
+            out = io.BytesIO()
+            dest.save(out)
+            return out.getvalue()
+        except pypdfium2.PdfiumError as exc:
+            raise DecodeError(f"cannot make its PDF: {_why(exc)}") from exc
+        finally:
+            for doc in reversed(docs):
+                doc.close()

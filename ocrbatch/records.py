@@ -7,7 +7,7 @@ import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any, Hashable
+from typing import TYPE_CHECKING, Any, Hashable, Iterable
 
 if TYPE_CHECKING:
     from .confidence import Confidence
@@ -183,6 +183,80 @@ class PageLines:
     figures: tuple[Box, ...] = ()  # regions kept as pictures (DeepSeek-OCR-2 writes them to images/)
 
 
+LINES, BLOCKS, NO_BOXES = "lines", "blocks", "none"  # PageRecord.boxes
+FURNITURE = "furniture"  # a block left out of the Markdown (running head, page number) unless --keep-furniture
+ITEM = "item"  # a list item: consecutive items are one tight list in the Markdown
+
+
+@dataclass(frozen=True)
+class RecordLine:
+    """A line of a page record: its text, box and score."""
+
+    text: str
+    box: Box | None = None  # (x0, y0, x1, y1) in pixels of the page as decoded, y down
+    score: float | None = None  # the recognizer's (0..1); None: a text layer, or not scored
+    kind: str = "text"  # the page JSON's line kind: text, furniture, or the engine's block label
+
+
+@dataclass(frozen=True)
+class RecordBlock:
+    """A block of a page record, in reading order."""
+
+    kind: str  # paragraph, heading, item, table, furniture, markdown (an engine's own), or the engine's label
+    markdown: str  # the block as the page's Markdown has it ("" for furniture left out)
+    text: str  # the block as plain text, no Markdown markup
+    lines: tuple[RecordLine, ...] = ()
+
+    @property
+    def box(self) -> Box | None:
+        boxes = [ln.box for ln in self.lines if ln.box is not None]
+        if not boxes:
+            return None
+        return (min(b[0] for b in boxes), min(b[1] for b in boxes), max(b[2] for b in boxes),
+                max(b[3] for b in boxes))
+
+
+@dataclass(frozen=True)
+class PageRecord:
+    """What an engine read on a page, as data: every output format is made from it (ocrbatch/render/; builders
+    and the meaning of `boxes` in pagerecord.py)."""
+
+    width: int  # pixels of the page as decoded (a PDF page as rendered at dpi)
+    height: int
+    blocks: tuple[RecordBlock, ...] = ()  # in reading order
+    boxes: str = NO_BOXES  # what the lines' boxes are: LINES (each its line's), BLOCKS (each its block's), none
+    dpi: float | None = None  # a PDF page's rendering resolution; None: an image (its own pixels), or not known
+    figures: tuple[Box, ...] = ()  # regions kept as pictures
+    markdown: str | None = None  # an engine's own Markdown as it wrote it (DeepSeek-OCR-2); None: the blocks'
+
+    @property
+    def lines(self) -> list[RecordLine]:
+        """Every line in reading order, furniture included."""
+        return [ln for b in self.blocks for ln in b.lines]
+
+    def markdown_text(self) -> str:
+        """The page's Markdown: the engine's own, or its blocks joined (blocks apart by a blank line,
+        consecutive list items one tight list, a final newline, furniture left out)."""
+        if self.markdown is not None:
+            return self.markdown
+        return join_markdown((b.kind, b.markdown) for b in self.blocks)
+
+
+def join_markdown(blocks: Iterable[tuple[str, str]]) -> str:
+    """A page's Markdown from its blocks' (kind, Markdown) in order (PageRecord.markdown_text)."""
+    parts: list[str] = []
+    prev = None
+    for kind, md in blocks:
+        if kind == FURNITURE:
+            continue
+        if kind == ITEM and prev == ITEM:
+            parts[-1] += "\n" + md  # consecutive items form one tight list
+        else:
+            parts.append(md)
+        prev = kind
+    return "\n\n".join(parts) + "\n" if parts else ""
+
+
 @dataclass
 class PageOutput:
     """What an engine returns for one page. `tokens` and `confidence` are typed: the pipeline reads them (the
@@ -196,6 +270,14 @@ class PageOutput:
     lines: PageLines | None = None  # None: the engine keeps no geometry (fake engines)
     tokens: int | None = None  # tokens the engine generated for the page; None: it does not generate tokens
     confidence: "Confidence | None" = None  # how sure the engine was; None: it does not say (or not typed yet)
+    # The page as data (pagerecord.py): what every output format is made from (render/). None: the engine gives
+    # Markdown only (the fake engines); the write stage then makes one from `markdown` and `lines`.
+    record: PageRecord | None = None
+
+    @classmethod
+    def of(cls, record: PageRecord, **fields: Any) -> "PageOutput":
+        """An engine's result from its page record: `markdown` is the record's Markdown (the md renderer's)."""
+        return cls(markdown=record.markdown_text(), record=record, **fields)
 
 
 @dataclass
@@ -216,6 +298,7 @@ class PageResult:
     # keeps its as_dict() as `info.confidence`; a result made with only that key (an engine that does not type
     # it yet) gets it from there.
     confidence: "Confidence | None" = None
+    record: PageRecord | None = None  # the engine's page record (PageOutput.record); render.record_of reads it
 
     def __post_init__(self) -> None:
         if self.confidence is None and "confidence" in self.info:

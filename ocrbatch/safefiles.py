@@ -97,6 +97,13 @@ def open_file(path: Path, flags: int, what: str, mode: int = 0o666) -> int:
 def read_text(path: Path, what: str, limit: int) -> str | None:
     """The text of a regular file of at most `limit` bytes (None when there is none); UsageError when it is
     something else or larger."""
+    data = read_bytes(path, what, limit)
+    return None if data is None else data.decode("utf-8", errors="replace")
+
+
+def read_bytes(path: Path, what: str, limit: int) -> bytes | None:
+    """The bytes of a regular file of at most `limit` bytes (None when there is none); UsageError when it is
+    something else or larger."""
     st = check_file(path, what)
     if st is None:
         return None
@@ -108,7 +115,7 @@ def read_text(path: Path, what: str, limit: int) -> str | None:
     except FileNotFoundError:
         return None
     with os.fdopen(fd, "rb") as fh:
-        return fh.read(limit + 1)[:limit].decode("utf-8", errors="replace")
+        return fh.read(limit + 1)[:limit]
 
 
 def lines(fh: BinaryIO, limit: int) -> Iterator[bytes | None]:

@@ -8,7 +8,7 @@ from typing import Any, Iterable, Mapping
 from .engines import catalog
 from .errors import UsageError
 from .rows import ENGINE, ENGINE_FLAG, ENGINE_OPTIONS, REPORT, RUN, RUN_CONFIG, SERVE, SERVE_CONFIG, Option
-from .values import MAX_BATCH_START, BatchCap, PageSelection, Shard, _formats_problem, parse_formats
+from .values import FORMATS, MAX_BATCH_START, BatchCap, PageSelection, Shard, _formats_problem, parse_formats
 
 
 def _shard_problem(text: str) -> str | None:
@@ -98,8 +98,10 @@ _OWN: tuple[Option, ...] = (  # ocrbatch's own rows; each engine's are in engine
            frozenset({RUN}), least=0, metavar="SECONDS", to=REPORT),
     Option("metrics_file", "path", None, "Keep Prometheus metrics here (node_exporter textfile format).",
            frozenset({RUN}), metavar="PATH", to=REPORT),
-    Option("format", "text", "md", "md, or md,json: also a NAME.json beside each page's Markdown (its lines, boxes, "
-           "scores, reading order; schema in ocrbatch/pagejson.py).", frozenset({RUN}), check=_formats_problem,
+    Option("format", "text", "md", f"Any of {','.join(FORMATS)}; the Markdown is always written. json: NAME.json "
+           "beside each page's Markdown (its lines, boxes, scores, reading order; schema in ocrbatch/pagejson.py); "
+           "txt: NAME.txt, plain text; hocr: NAME.hocr; pdf: one searchable NAME.pdf per document (docs: "
+           "Converting).", frozenset({RUN}), check=_formats_problem,
            to=RUN_CONFIG, attr="formats", parse=parse_formats),
     Option("join", "switch", False, "Also write one OUT/.../NAME.md per multi-page document, its pages joined with "
            "<!-- page N --> separators.", frozenset({RUN}), to=RUN_CONFIG),

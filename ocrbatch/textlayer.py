@@ -19,7 +19,8 @@ from .layout.markdown import page_markdown as page_markdown_of
 from .layout.page import layout_page
 from .pagejson import placed_lines
 from .pdfium import PageText
-from .records import PageLines, TextLine
+from .pagerecord import of_layout
+from .records import PageLines, PageRecord, TextLine
 
 MIN_CHARS = 20  # fewer visible characters: an empty layer (or just a stamp on a scan)
 MAX_BAD = 0.1  # share of unmapped glyphs that makes a layer garbage
@@ -42,6 +43,7 @@ class TextLayerPage:
     chars: int
     turn: int = 0  # degrees the page was turned clockwise so its text runs left to right
     geometry: PageLines | None = None  # the line segments in reading order, boxes on the page as rendered
+    record: PageRecord | None = None  # the page as data (pagerecord.py): its Markdown is `markdown`
 
 
 def unusable(text: PageText) -> str | None:
@@ -187,7 +189,10 @@ def page_markdown(text: PageText, dpi: float, keep_furniture: bool = False, debu
 
         write_debug(debug_layout, ref, layout, None)
     laid_out: list = []
-    md = page_markdown_of(layout, keep_furniture, placed=laid_out)
+    parts: list[tuple[str, str, str]] = []
+    page_markdown_of(layout, keep_furniture, placed=laid_out, parts=parts)
     # the lines' frame is the unrotated page turned `turn`; the rendered page is it turned by /Rotate
     geometry = placed_lines(laid_out, frame, turn=(turn - text.rotation) % 360, scored=False)
-    return TextLayerPage(md, len(lines), sum(len(l.text) for l in lines), turn, geometry)
+    record = of_layout(parts, geometry)
+    return TextLayerPage(record.markdown_text(), len(lines), sum(len(l.text) for l in lines), turn, geometry,
+                         record)

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 from .errors import UsageError
+from .render import NAMES as RENDERERS_NAMES
 
 MAX_BATCH_START = 8  # the first cap on pages per batch; --max-batch auto grows it from here (gpu/throughput.py)
 
@@ -124,13 +125,15 @@ class BatchCap(int):
         return cls(int(value))
 
 
-FORMATS = ("md", "json")  # --format: what each page is written as
+FORMATS = RENDERERS_NAMES  # --format: the output formats (render/: one module each, in its registry)
 
 
 def parse_formats(text: "str | tuple[str, ...] | list[str]") -> tuple[str, ...]:
-    """--format md or md,json → ("md",) or ("md", "json"); UsageError otherwise."""
+    """--format md,txt,pdf → ("md", "txt", "pdf"): any of FORMATS, in its order, md always among them (the
+    Markdown is the run's record of each page); UsageError otherwise."""
     parts = [p.strip().lower() for p in (text.split(",") if isinstance(text, str) else text) if p.strip()]
-    formats = tuple(sorted(set(parts), key=lambda p: FORMATS.index(p) if p in FORMATS else len(FORMATS)))
+    formats = tuple(sorted(set(parts) | ({"md"} if parts else set()),
+                           key=lambda p: FORMATS.index(p) if p in FORMATS else len(FORMATS)))
     why = _formats_problem(",".join(formats))
     if why:
         raise UsageError(f"--format {','.join(parts)}: {why}")
@@ -139,8 +142,8 @@ def parse_formats(text: "str | tuple[str, ...] | list[str]") -> tuple[str, ...]:
 
 def _formats_problem(text: str) -> str | None:
     parts = [p.strip().lower() for p in text.split(",") if p.strip()]
-    if any(p not in FORMATS for p in parts) or "md" not in parts:
-        return "choose md or md,json (the Markdown is always written)"
+    if not parts or any(p not in FORMATS for p in parts):
+        return f"choose any of {','.join(FORMATS)} (the Markdown is always written)"
     return None
 
 

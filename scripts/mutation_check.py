@@ -139,7 +139,7 @@ RELIABILITY = [
              ("tests/test_infer.py::test_the_throughput_controller_counts_the_tokens_each_page_says_it_generated",),
              "the throughput controller counts pages, not the tokens they took (tokens/s wrong, the cap mis-set)"),
     Mutation("confidence-untyped", "ocrbatch/pipeline/infer.py",
-             "lines=out.lines, confidence=out.confidence))", "lines=out.lines))",
+             "lines=out.lines, confidence=out.confidence, record=out.record))", "lines=out.lines, record=out.record))",
              ("tests/test_converter.py::test_a_page_says_how_sure_its_engine_was_when_the_engine_types_it_and_text_"
               "layer_pages_say_so",),
              "a page's result (page JSON, serve) loses the confidence an engine gave only as its typed field"),
@@ -184,6 +184,12 @@ try:  # the server's (scripts/mutations_serve.py)
     from mutations_serve import SERVE  # type: ignore[import-not-found]
 
     TABLES["serve"] = SERVE
+except ImportError:
+    pass
+try:  # the output formats' (scripts/mutations_render.py)
+    from mutations_render import RENDER  # type: ignore[import-not-found]
+
+    TABLES["render"] = RENDER
 except ImportError:
     pass
 

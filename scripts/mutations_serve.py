@@ -161,7 +161,7 @@ SERVE = [
              "        media = media.lower()\n", "",
              (T + "test_accept_is_read_by_the_http_rules",), "TEXT/MARKDOWN is ignored"),
     Mutation("serve-unknown-format-ignored", "ocrbatch/serve/accept.py",
-             "        if format_param.lower() not in FORMATS:", "        if False:",
+             "        if name not in FORMATS:", "        if False:",
              (T + "test_accept_is_read_by_the_http_rules",), "an unknown ?format= is answered as if absent"),
     Mutation("serve-token-not-utf8", "ocrbatch/serve/limits.py",
              "given.strip().encode(\"latin-1\")", "given.strip().encode()",

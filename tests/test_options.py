@@ -71,7 +71,7 @@ def bad_value(o: config.Option) -> str | None:
     if o.name == "token":
         return "  "
     if o.name == "format":
-        return "pdf"
+        return "docx"
     return BAD.get(o.kind)
 
 

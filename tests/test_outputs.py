@@ -166,8 +166,8 @@ def test_format_json_writes_a_page_json_beside_each_page_and_resume_asks_for_it(
     summary = json.loads(again.stdout)
     assert (summary["pages_ok"], summary["pages_skipped"]) == (1, 3)  # the page without its JSON is redone
     assert (out / "report" / "page-0002.json").is_file()
-    bad = run_cli("convert", str(docs), "-o", str(out), "--engine", "fake", "--format", "json")
-    assert bad.returncode == 2 and "--format json" in bad.stderr
+    bad = run_cli("convert", str(docs), "-o", str(out), "--engine", "fake", "--format", "json,docx")
+    assert bad.returncode == 2 and "--format json,docx" in bad.stderr and "md,json,txt,hocr,pdf" in bad.stderr
 
 
 # -- --review-below -----------------------------------------------------------------------------------------

@@ -217,6 +217,43 @@ def test_lines_and_boxes_come_with_format_lines_and_each_page_has_its_confidence
     assert image["lines"]["lines"] == [] and image["confidence"] is None
 
 
+def test_each_output_format_is_answered_by_accept_and_by_format(server, tmp_path):
+    import xml.etree.ElementTree as ET
+
+    import pypdfium2
+
+    from ocrbatch.render import RENDERERS
+    from test_layout_textlayer import article_page, write_pdf
+
+    born_digital = write_pdf(tmp_path / "a.pdf", [article_page(), article_page()]).read_bytes()  # line boxes
+    for name in ("md", "txt", "hocr", "pdf"):
+        media = RENDERERS[name].media
+        by_accept = server.convert(born_digital, headers={"Accept": media})
+        by_format = server.convert(born_digital, params={"format": name}, headers={"Accept": "application/json"})
+        for r in (by_accept, by_format):
+            assert r.status_code == 200 and r.headers["content-type"].startswith(media), (name, r.text[:200])
+        if name == "pdf":
+            doc = pypdfium2.PdfDocument(by_accept.content)
+            assert len(doc) == 2 and all("Results of the Study" in doc[i].get_textpage().get_text_range()
+                                         for i in range(2))
+            continue
+        assert by_accept.content == by_format.content, name
+        text = by_accept.text
+        if name == "hocr":
+            root = ET.fromstring(by_accept.content)
+            assert len([e for e in root.iter() if e.get("class") == "ocr_page"]) == 2
+            text = "\n".join("".join(e.itertext()) for e in root.iter() if e.get("class") == "ocr_line")
+        assert text.count("Results of the Study") == 2, name
+        if name == "txt":
+            assert by_accept.text.count("\f") == 1 and "|" not in by_accept.text
+    assert server.convert(born_digital, params={"format": "json"}).json()["pages"][1]["page"] == 2
+    refused = server.convert(png("hello"), params={"format": "hocr"})  # the test engine gives no boxes
+    assert refused.status_code == 422 and "hocr needs each line's box" in refused.json()["error"]
+    text = server.convert(png("hello"), headers={"Accept": "text/plain"})
+    assert text.status_code == 200 and text.headers["content-type"].startswith("text/plain")
+    assert server.convert(png("hello"), params={"format": "docx"}).status_code == 400
+
+
 def test_unreadable_documents_are_422_with_the_clis_line(server, tmp_path):
     files = {"notes.txt": b"hello, not a document", "damaged.pdf": pdf(tmp_path, 2)[:300],
              "locked.pdf": encrypted_pdf(), "cut.png": png("cut short")[:400]}

@@ -40,6 +40,7 @@ from ..confidence import recognizer
 from ..config import available_cpus
 from ..errors import EngineLoadError
 from ..layout.markdown import page_markdown
+from ..pagerecord import of_layout
 from ..layout.page import layout_page
 from ..layout.skew import lines_from_quads, skew_angle
 from ..pagejson import placed_lines
@@ -356,9 +357,11 @@ class RapidOcrEngine(Engine):
 
             write_debug(self.options.debug_layout, src.ref, layout, page.image[:, :, ::-1])
         laid_out: list = []
-        markdown = page_markdown(layout, self.options.keep_furniture, placed=laid_out)
+        parts: list[tuple[str, str, str]] = []
+        page_markdown(layout, self.options.keep_furniture, placed=laid_out, parts=parts)
         geometry = placed_lines(laid_out, (w, h), skew=skew_angle(quads), turn=turn)
-        return PageOutput(markdown=markdown, info=info, lines=geometry, confidence=confidence)
+        record = of_layout(parts, geometry)  # the Markdown is the record's (PageOutput.of)
+        return PageOutput.of(record, info=info, lines=geometry, confidence=confidence)
 
 
 def needs_second_reading(reading: Reading, below: float) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..records import TextLine
+from ..records import ITEM, TextLine, join_markdown
 from .geometry import Row
 from .page import PageLayout, layout_page
 from .paragraphs import Block, build_blocks
@@ -21,10 +21,12 @@ def lines_to_markdown(lines: Sequence[TextLine], width: int, height: int, keep_f
 
 
 def page_markdown(page: PageLayout, keep_furniture: bool = False,
-                  placed: list[tuple[TextLine, int | None, bool]] | None = None, p: LayoutParams = PARAMS) -> str:
+                  placed: list[tuple[TextLine, int | None, bool]] | None = None, p: LayoutParams = PARAMS,
+                  parts: list[tuple[str, str, str]] | None = None) -> str:
     """The Markdown of a laid-out page: its ordered blocks' rows made into paragraphs, headings, lists
     and tables. `placed`, when given, receives each line in reading order: (line, the number of the
-    Markdown block it went into, whether it is furniture left out, with no block)."""
+    Markdown block it went into, whether it is furniture left out, with no block); `parts` each Markdown block
+    (kind, Markdown, plain text), for the page record (pagerecord.of_layout)."""
     rows: list[Row] = []
     order: list[Row | TextLine] = []  # rows, and the lines of furniture left out, in reading order
     for n, block in enumerate(page.blocks):
@@ -38,7 +40,10 @@ def page_markdown(page: PageLayout, keep_furniture: bool = False,
     blocks = build_blocks(rows, page.h, p) if rows else []
     if placed is not None:
         placed += _placed(order, rows, blocks)
-    return render(blocks)
+    made = block_parts(blocks)
+    if parts is not None:
+        parts += made
+    return join_markdown((kind, md) for kind, md, _ in made)
 
 
 def _placed(order: list, rows: list[Row], blocks: Sequence[Block]) -> list[tuple[TextLine, int | None, bool]]:
@@ -62,23 +67,24 @@ def _placed(order: list, rows: list[Row], blocks: Sequence[Block]) -> list[tuple
 
 
 def render(blocks: Sequence[Block]) -> str:
-    parts: list[str] = []
-    prev = None
+    return join_markdown((kind, md) for kind, md, _ in block_parts(blocks))
+
+
+def block_parts(blocks: Sequence[Block]) -> list[tuple[str, str, str]]:
+    """Each block as (kind, its Markdown, its plain text); kinds: heading, item, table, paragraph. Joined by
+    records.join_markdown (consecutive items one tight list) they are the page's Markdown."""
+    out: list[tuple[str, str, str]] = []
     for block in blocks:
         if block.kind == "heading":
-            parts.append("#" * block.level + " " + block.lines[0])
+            out.append(("heading", "#" * block.level + " " + block.lines[0], block.lines[0]))
         elif block.kind == "item":
             text = f"{block.marker} {block.lines[0]}"
-            if prev is not None and prev.kind == "item":
-                parts[-1] += "\n" + text  # consecutive items form one tight list
-            else:
-                parts.append(text)
+            out.append((ITEM, text, text))
         elif block.kind == "table" and block.table is not None:
-            parts.append(_pipe_table(block.table.rows))
+            out.append(("table", _pipe_table(block.table.rows), "\n".join("\t".join(r) for r in block.table.rows)))
         else:
-            parts.append("  \n".join(block.lines))  # kept line breaks are Markdown hard breaks
-        prev = block
-    return "\n\n".join(parts) + "\n" if parts else ""
+            out.append(("paragraph", "  \n".join(block.lines), "\n".join(block.lines)))  # kept breaks: hard breaks
+    return out
 
 
 def _pipe_table(rows: list[list[str]]) -> str:

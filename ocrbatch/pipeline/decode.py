@@ -175,7 +175,7 @@ def text_layer_page(ref: PageRef, dpi: int, pdfs: PdfCache, mode: str,
                     info["rotated"] = page.turn
                 return PageResult(ref=ref, status=Status.OK, markdown=page.markdown,
                                   timings={"decode_s": time.perf_counter() - t0}, info=info, lines=page.geometry,
-                                  confidence=sure)
+                                  confidence=sure, record=page.record)
             reason = textlayer.unusable(text) or "the text layer has no lines"
         except DecodeError as exc:
             reason = str(exc)

@@ -266,7 +266,7 @@ class InferWorker:
                 info = {**info, "dpi": round(page.dpi, 3), "dpi_capped": True}
             self._send(page, PageResult(ref=page.ref, status=out.status, markdown=out.markdown,
                                         attachments=out.attachments, timings=timings, info=info,
-                                        lines=out.lines, confidence=out.confidence))
+                                        lines=out.lines, confidence=out.confidence, record=out.record))
         else:
             self._send(page, PageResult(ref=page.ref, status=Status.FAILED, error=error_line(out),
                                         timings=timings))

@@ -7,6 +7,9 @@ soon as it and every page before it are written, with the separators of pipeline
 
     ...
 
+With `--format txt`, the plain text instead, pages (and documents) apart by a form feed: the format's renderer
+(render/: one with `stream`) says what a page prints as and what goes between two.
+
 The run itself writes into a private temporary folder (its manifest, its lock), removed afterwards; what the
 command line prints besides the Markdown (progress, errors, the summary) goes to stderr as always. When the
 reader goes away (`| head`), the run stops as a full disk stops it: OutputWriteError, exit 7.
@@ -22,7 +25,8 @@ from typing import BinaryIO, Hashable, TextIO
 
 from ..errors import OutputWriteError
 from ..records import PageRef, PageResult, Status
-from .joined import comment, document_header, page_part
+from ..render import RENDERERS, Renderer
+from .joined import comment, document_header
 
 
 def _key(item: PageRef | PageResult) -> Hashable:
@@ -37,8 +41,9 @@ class StdoutPrinter:
     """A run's follower (pipeline/run.py): `found` sees what discovery hands on, in order; `written` each result
     once recorded."""
 
-    def __init__(self, stream: BinaryIO, announce: bool) -> None:
-        self.stream, self.announce = stream, announce
+    def __init__(self, stream: BinaryIO, announce: bool, renderer: Renderer = RENDERERS["md"]) -> None:
+        assert renderer.stream is not None, f"{renderer.name} is not printed on stdout"
+        self.stream, self.announce, self.renderer = stream, announce, renderer
         self._lock = threading.Lock()
         self._order: collections.deque[Hashable] = collections.deque()
         self._done: dict[Hashable, PageResult] = {}
@@ -61,20 +66,22 @@ class StdoutPrinter:
             return
         ref = result.ref
         name = ref.source.display if ref is not None else result.source_display
-        parts = []
+        parts: list[bytes] = []
         if not self._first:
-            parts.append("\n")
+            parts.append(self.renderer.between)
         if self.announce and name != self._document:
-            parts.append(document_header(name))
+            parts.append(document_header(name).encode("utf-8", errors="replace"))
         self._document, self._first = name, False
         if ref is None:
-            parts.append(f"<!-- failed: {comment(result.error or 'failed')} -->\n")
+            if self.renderer.name == "md":  # a whole file failed: a comment where its pages would be
+                parts.append(f"<!-- failed: {comment(result.error or 'failed')} -->\n".encode("utf-8",
+                                                                                          errors="replace"))
         else:
             done = result.status in (Status.OK, Status.TRUNCATED, Status.SKIPPED)
-            parts.append(page_part(ref.page, result.markdown if done else None, result.error,
-                                   separated=ref.source.multipage))
+            parts.append(self.renderer.stream((ref.page, self._data(result) if done else None, result.error),
+                                              ref.source.multipage))
         try:
-            self.stream.write("".join(parts).encode("utf-8", errors="replace"))
+            self.stream.write(b"".join(parts))
             self.stream.flush()
         except OSError as exc:
             self.closed = True
@@ -82,6 +89,14 @@ class StdoutPrinter:
             if isinstance(exc, BrokenPipeError):
                 raise OutputWriteError("stdout was closed (its reader went away); stopped") from exc
             raise OutputWriteError(f"cannot write to stdout: {exc.strerror or exc}; stopped") from exc
+
+    def _data(self, result: PageResult) -> bytes | None:
+        """The page in the printed format: its Markdown, or its file of that format among its attachments."""
+        assert result.ref is not None
+        if self.renderer.name == "md":
+            return result.markdown.encode("utf-8", errors="replace")
+        rel = result.ref.output.with_suffix(self.renderer.suffix)
+        return next((a.data for a in result.attachments if a.relpath == rel), None)
 
 
 def _silence(stream: BinaryIO | TextIO | None) -> None:

@@ -1,5 +1,6 @@
-"""One admitted request's answer: whole (JSON, or Markdown with Accept: text/markdown) or streamed (NDJSON
-with Accept: application/x-ndjson, one line per page as it finishes). The job owns the request's ticket and
+"""One admitted request's answer: whole (JSON; or the document in an output format: Markdown with Accept:
+text/markdown, plain text, hOCR, a searchable PDF, each made by its renderer, render/) or streamed (NDJSON with
+Accept: application/x-ndjson, one line per page as it finishes). The job owns the request's ticket and
 upload from the moment its pages are counted; `close()`, reached however the answer ends (sent, the client
 gone, the drain deadline, an error), cancels the pages not started, gives the slots back and removes the
 upload."""
@@ -17,8 +18,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from ..errors import EngineLoadError
-from ..records import PageResult, Status
+from ..errors import DecodeError, EngineLoadError
+from ..records import PageRef, PageResult, Status
+from ..render import RENDERERS, DocumentPage, Page, Refusal
 from .accept import MARKDOWN, NDJSON
 from .guard import ABORT
 from .limits import Ticket
@@ -90,9 +92,11 @@ class Job:
             out.append((page, result))
         return out
 
-    async def whole(self, markdown: bool) -> Response:
+    async def whole(self, fmt: str | None = None) -> Response:
+        """The whole answer: JSON, or the document in format `fmt` (a name in render.RENDERERS)."""
         collect = asyncio.ensure_future(self._collect())
         gone = asyncio.ensure_future(_disconnected(self.request))
+        document: tuple[bytes | None, str | None] = (None, None)
         try:
             await asyncio.wait({collect, gone}, return_when=asyncio.FIRST_COMPLETED)
             if not collect.done():  # the client left: cancel its pages (pages' finally)
@@ -101,6 +105,9 @@ class Job:
                 self._done(499)
                 return Response(status_code=499)
             results = collect.result()
+            if fmt not in (None, "md") and any(r.ok and r.ref is not None for _, r in results):
+                # made before close(): a PDF is made from the upload, which close() removes
+                document = await asyncio.to_thread(self._document, results, fmt)
         except EngineLoadError as exc:
             self._done(503)
             return JSONResponse({"error": f"the engine could not be loaded: {exc}"}, 503)
@@ -116,14 +123,62 @@ class Job:
             engine_side = any("infer_s" in r.timings or "decode_s" in r.timings or r.info.get("server")
                               for _, r in results)
             status = 500 if engine_side else 422
+        body, why = document
+        if why is not None:  # the format refuses every page that was read (hocr: no line boxes)
+            status = 422
         self._done(status)
-        if status != 200 and not self.multipage:
-            return JSONResponse({"error": results[0][1].message}, status)
-        if markdown:
+        if status != 200 and (not self.multipage or fmt not in (None, "md")):
+            return JSONResponse({"error": f"{self.name}: {why}" if why else results[0][1].message}, status)
+        if fmt == "md":
             return PlainTextResponse(_markdown(results, self.multipage), status, media_type=MARKDOWN)
+        if fmt is not None:
+            return Response(body, status, media_type=RENDERERS[fmt].media)
         return JSONResponse({"name": self.name, "priority": self.priority,
                              "failed": sum(r.status is Status.FAILED for _, r in results),
                              "pages": [page_entry(p, r, self.lines) for p, r in results]}, status)
+
+    def _document(self, results: list[tuple[int, PageResult]], fmt: str) -> tuple[bytes | None, str | None]:
+        """The pages in format `fmt`, as one document: (its bytes, None), or (None, why not) when the format
+        refuses every page (hocr: no line boxes) or the upload cannot be read again (pdf)."""
+        from ..pagerecord import record_of
+
+        renderer = RENDERERS[fmt]
+        dpi = self.state.conv.dpi
+        done = [(p, r) for p, r in results if r.ok and r.ref is not None]
+        if renderer.per_document:
+            assert renderer.document is not None
+            source = done[0][1].ref.source  # type: ignore[union-attr]
+            pages = [DocumentPage(p, record_of(r) if r.ok else None, r.info.get("path") == "text-layer")
+                     for p, r in results]
+
+            def image_of(number: int) -> Any:
+                from ..pipeline.decode import decode_page
+
+                return decode_page(PageRef(source, number), dpi, pdfs=None).image  # type: ignore[arg-type]
+
+            try:
+                return renderer.document(source, pages, image_of), None
+            except DecodeError as exc:
+                return None, f"cannot make its {fmt}: {exc}"
+        parts: list[tuple[int, bytes | None, str | None]] = []
+        refused: list[str] = []
+        for page, r in results:
+            if not (r.ok and r.ref is not None):
+                parts.append((page, None, r.error or "failed"))
+                continue
+            conf = r.confidence.as_dict() if r.confidence is not None else None
+            try:
+                parts.append((page, renderer.page(Page(record_of(r), self.name, page, r.status.value,
+                                                       self.state.conv.engine, conf)), None))
+            except Refusal as exc:
+                parts.append((page, None, str(exc)))
+                refused.append(str(exc))
+        if len(refused) == len(done):
+            return None, refused[0]
+        if not self.multipage and parts[0][1] is not None:
+            return parts[0][1], None
+        assert renderer.join is not None
+        return renderer.join(parts), None
 
     async def ndjson(self) -> AsyncIterator[bytes]:
         """One line per page as it finishes, then {"done": true, ...}; a stream cut short by the drain

@@ -1,8 +1,9 @@
 """The routes. One Converter behind them all: pages of concurrent requests share its batches.
 
-    POST /v1/convert   a PDF or image (multipart field `file`, or the raw body) → its pages as JSON, Markdown
-                       (Accept: text/markdown) or NDJSON lines as each page finishes (Accept:
-                       application/x-ndjson); ?pages=1-3, ?priority=interactive|bulk; each page with its
+    POST /v1/convert   a PDF or image (multipart field `file`, or the raw body) → its pages as JSON, NDJSON lines
+                       as each page finishes (Accept: application/x-ndjson), or one document in an output format
+                       (Accept: text/markdown, text/plain, text/vnd.hocr+html, application/pdf; or ?format=md,
+                       txt, hocr, pdf: accept.py); ?pages=1-3, ?priority=interactive|bulk; each page with its
                        confidence, and with ?format=lines (or Accept: application/json; format=lines) its lines
                        and boxes (the page JSON of pagejson.py)
     GET  /healthz      the process answers
@@ -32,7 +33,7 @@ from starlette.routing import Route
 
 from ..config import PageSelection
 from ..errors import DecodeError, UsageError
-from .accept import MARKDOWN, NDJSON, Choice, Refused, choose
+from .accept import NDJSON, Choice, Refused, choose
 from .answer import ROUTE, Job, Streamed
 from .limits import Ticket, authorized
 from .metrics import CONTENT_TYPE
@@ -186,7 +187,7 @@ async def _admitted(state: ServerState, request: Request, ticket: Ticket, upload
         handed_over = True
         if answer.media == NDJSON:
             return Streamed(job)
-        return await job.whole(markdown=answer.media == MARKDOWN)
+        return await job.whole(answer.format)
     finally:
         if not handed_over:
             ticket.close()

@@ -19,6 +19,7 @@ from typing import Any, Sequence
 from ... import confidence
 from ...config import EngineOptions
 from ...errors import EngineLoadError, UsageError, error_line
+from ...pagerecord import of_markdown
 from ...records import PageImage, PageOutput, Status
 from .post import page_lines, to_markdown
 
@@ -102,9 +103,11 @@ def page_output(text: str, gen: Generated, page: PageImage, info: dict[str, Any]
     sure = confidence.tokens(gen.logprobs, gen.guard_fired) if gen.logprobs is not None else None
     if sure is not None:
         info["confidence"] = sure.as_dict()  # the manifest's copy (records.PageOutput)
+    lines = page_lines(text, page.image.size, specials)
+    # its record: its Markdown as it is, its tagged blocks with their boxes (no line boxes: pagerecord.py)
     return PageOutput(markdown=markdown, status=Status.OK if gen.ended else Status.TRUNCATED,
-                      attachments=figures, info=info, lines=page_lines(text, page.image.size, specials),
-                      tokens=len(gen.tokens), confidence=sure)
+                      attachments=figures, info=info, lines=lines, tokens=len(gen.tokens), confidence=sure,
+                      record=of_markdown(markdown, lines))
 
 
 def rgb(image: Any) -> Any:

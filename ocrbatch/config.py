@@ -361,6 +361,11 @@ OPTIONS: tuple[Option, ...] = (
            "with AMX, where it is 2-3x faster; onnxruntime elsewhere), openvino or onnxruntime (ocrbatch doctor says "
            "which runs).", ENGINE_FLAG, choices=("auto", "openvino", "onnxruntime"),
            to=ENGINE_OPTIONS),
+    Option("script", "text", "auto", "rapidocr: which output classes its recognizers keep: auto (a Latin head, "
+           "Latin/Greek/Cyrillic, digits, punctuation and symbols, for the first reader of a cascade, whose unsure "
+           "lines and lines of other scripts the full head reads again), latin (Latin heads throughout: faster, "
+           "other scripts are lost) or all (the full heads throughout; ocrbatch doctor says which run).",
+           ENGINE_FLAG, choices=("auto", "latin", "all"), to=ENGINE_OPTIONS),
     Option("keep_furniture", "switch", False, "Keep running heads and feet, page numbers and margin stamps (left "
            "out by default; rapidocr and PDF text layers).", ENGINE_FLAG, to=ENGINE_OPTIONS),
     Option("debug_layout", "path", None, "Write a picture of each page's layout here: its blocks, their kinds and "

@@ -125,7 +125,7 @@ ENGINE = [
              "        self._crop_height = max(", "        self._crop_height = min(",
              (_H + "test_a_recognizer_at_another_height_is_a_copy_whose_file_says_so_and_the_engine_scales_crops_to_it",),
              "crops are cut at the shorter reader's height: the taller one reads them blown up"),
-    Mutation("height-free-without-spec", "ocrbatch/engines/ppocr.py",
+    Mutation("height-free-without-spec", "ocrbatch/engines/heads.py",
              "    if height is None:\n        raise ValueError(", "    if False:\n        raise ValueError(",
              (_H + "test_a_free_input_height_needs_the_specs",),
              "a model with a free input height loads with no height to scale its crops to"),

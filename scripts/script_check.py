@@ -70,13 +70,13 @@ def lines() -> list[tuple[str, str, np.ndarray]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ocrbatch.engines import ppocr, runtimes
+    from ocrbatch.engines import heads, ppocr, runtimes
     from ocrbatch.engines.cascade import sureness
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--recognizer", default="tiny-latin")
     a = ap.parse_args(argv)
-    path, classes, height = ppocr.resolve(ppocr.RECOGNIZERS[a.recognizer])
+    path, classes, height = heads.resolve(ppocr.RECOGNIZERS[a.recognizer])
     rec = ppocr.Recognizer(runtimes.OnnxRuntimeModel(path), classes, height, a.recognizer)
     rows = []
     for kind, text, crop in lines():

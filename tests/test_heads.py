@@ -104,7 +104,7 @@ def test_the_engine_derives_its_latin_head_in_the_user_cache_and_reuses_it(tmp_p
 
 @pytest.mark.parametrize("name", sorted(ppocr.RECOGNIZERS))
 def test_each_recognizer_is_fed_crops_at_its_model_files_input_height(name, tmp_path):
-    path, classes, height = ppocr.resolve(ppocr.RECOGNIZERS[name], folder=tmp_path)
+    path, classes, height = heads.resolve(ppocr.RECOGNIZERS[name], folder=tmp_path)
     assert ppocr.input_height(path) == height
     seen = []
     model = runtimes.OnnxRuntimeModel(path)
@@ -126,7 +126,7 @@ def test_a_recognizer_at_another_height_is_a_copy_whose_file_says_so_and_the_eng
         tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     spec = ppocr.RecSpec(ppocr.MODELS["tiny"][1], ppocr.MODELS["tiny"][2], height=32)
-    path, classes, height = ppocr.resolve(spec)
+    path, classes, height = heads.resolve(spec)
     assert height == 32 and ppocr.input_height(path) == 32 and path.parent == tmp_path / "ocrbatch" / "heads"
     monkeypatch.setitem(ppocr.RECOGNIZERS, "tiny-latin", ppocr.RecSpec(spec.model, spec.dictionary, "latin", 32))
     engine = RapidOcrEngine(EngineOptions(model_size="auto"))
@@ -158,8 +158,8 @@ def test_a_free_input_height_needs_the_specs(tmp_path):
     assert ppocr.input_height(free) is None
     dictionary = ppocr.model_dir() / ppocr.MODELS["tiny"][2]
     with pytest.raises(ValueError, match="free"):
-        ppocr.resolve(ppocr.RecSpec(free, dictionary))
-    assert ppocr.resolve(ppocr.RecSpec(free, dictionary, height=48))[2] == 48
+        heads.resolve(ppocr.RecSpec(free, dictionary))
+    assert heads.resolve(ppocr.RecSpec(free, dictionary, height=48))[2] == 48
 
 
 # -- --script ---------------------------------------------------------------------------------------------------

@@ -28,9 +28,12 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from .int8 import HASH_CHARS, _locked, _write_atomic, file_sha256, is_valid
+
+if TYPE_CHECKING:
+    from .ppocr import RecSpec
 
 RECIPE = 1  # bump when the derivation changes: the cache is rebuilt
 CHARSETS = Path(__file__).resolve().parent / "charsets"  # <name>.txt: a head's kept characters
@@ -167,3 +170,26 @@ def _set_height(model, height: int, shape_inference) -> None:
     for attr in pool.attribute:
         if attr.name in ("kernel_shape", "strides"):
             attr.ints[0] = rows
+
+
+def resolve(spec: "RecSpec", models: Path | None = None,
+            folder: Path | None = None) -> tuple[Path, list[str], int]:
+    """(the model file to load, its CTC classes: blank, characters, space; its input height) for `spec`, the
+    derived copy (engines/heads.py) built at first use where the head or the height asks for one."""
+    from .ppocr import input_height, model_dir
+
+    models = models or model_dir()
+    source, dictionary = models / spec.model, models / spec.dictionary
+    chars = dictionary.read_text(encoding="utf-8").splitlines()
+    fixed = input_height(source)
+    height = spec.height or fixed
+    if height is None:
+        raise ValueError(f"{source}: the model's input height is free: its RecSpec must give one")
+    change = spec.height if spec.height is not None and fixed is not None and spec.height != fixed else None
+    path = source
+    if spec.head is not None or change is not None:
+        path, _ = derived_model(source, chars, spec.head, change, folder)
+    classes = ["<blank>", *chars, " "]
+    if spec.head is not None:
+        classes = [classes[k] for k in kept_classes(chars, read_charset(spec.head))]
+    return path, classes, height

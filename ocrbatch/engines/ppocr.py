@@ -77,27 +77,6 @@ def input_height(path: Path) -> int | None:
     return shape[2] if len(shape) == 4 and isinstance(shape[2], int) else None
 
 
-def resolve(spec: RecSpec, models: Path | None = None,
-            folder: Path | None = None) -> tuple[Path, list[str], int]:
-    """(the model file to load, its CTC classes: blank, characters, space; its input height) for `spec`, the
-    derived copy (engines/heads.py) built at first use where the head or the height asks for one."""
-    models = models or model_dir()
-    source, dictionary = models / spec.model, models / spec.dictionary
-    chars = dictionary.read_text(encoding="utf-8").splitlines()
-    fixed = input_height(source)
-    height = spec.height or fixed
-    if height is None:
-        raise ValueError(f"{source}: the model's input height is free: its RecSpec must give one")
-    change = spec.height if spec.height is not None and fixed is not None and spec.height != fixed else None
-    path = source
-    if spec.head is not None or change is not None:
-        from .heads import derived_model, kept_classes, read_charset
-
-        path, _ = derived_model(source, chars, spec.head, change, folder)
-    classes = ["<blank>", *chars, " "]
-    if spec.head is not None:
-        classes = [classes[k] for k in kept_classes(chars, read_charset(spec.head))]
-    return path, classes, height
 # DetParams.unclip_ratio per detector size. The tiny detector's text kernels come out a little larger
 # than the small one's: grown by 1.6, its boxes are 4-7% taller on the same pages (more with larger
 # type), and lines of two columns touch across a narrow gutter more often. Grown by 1.5 they are the
@@ -450,8 +429,8 @@ def fit_height(crop: np.ndarray, height: int) -> np.ndarray:
 
 class Recognizer:
     """CTC line recognizer. `__call__` reads a batch of crops of equal height, any widths, scaled to its
-    `height` (its model's input height: resolve()). `classes`: CTC's blank, the characters, the space last (as
-    resolve() gives them), or a dictionary file (its characters, one a line)."""
+    `height` (its model's input height: heads.resolve()). `classes`: CTC's blank, the characters, the space
+    last (as heads.resolve() gives them), or a dictionary file (its characters, one a line)."""
 
     def __init__(self, model: Model, classes: Sequence[str] | Path, height: int = REC_HEIGHT,
                  name: str = "") -> None:

@@ -189,10 +189,10 @@ class RapidOcrEngine(Engine):
 
     def _recognizer(self, models, name: str):
         ppocr = self._ppocr
-        from .heads import HeadUnavailable
+        from .heads import HeadUnavailable, resolve
 
         try:
-            model, classes, height = ppocr.resolve(ppocr.RECOGNIZERS[name], models)
+            model, classes, height = resolve(ppocr.RECOGNIZERS[name], models)
         except HeadUnavailable as exc:
             raise EngineLoadError(f"the {name} recognizer cannot be derived here: {exc} (or --script all)") from exc
         runtime = self.runtime

@@ -432,6 +432,9 @@ class Recognizer:
     `height` (its model's input height: heads.resolve()). `classes`: CTC's blank, the characters, the space
     last (as heads.resolve() gives them), or a dictionary file (its characters, one a line)."""
 
+    height = REC_HEIGHT  # the model's input height, rows
+    name = ""  # its key in RECOGNIZERS
+
     def __init__(self, model: Model, classes: Sequence[str] | Path, height: int = REC_HEIGHT,
                  name: str = "") -> None:
         self.model = model
@@ -440,7 +443,7 @@ class Recognizer:
         self.chars = list(classes)
         self.space = len(self.chars) - 1
         self.height = height
-        self.name = name  # its key in RECOGNIZERS
+        self.name = name
 
     def __call__(self, crops: Sequence[np.ndarray]) -> list[tuple[str, float]]:
         return [(r.text, r.score) for r in self.read(crops)]

@@ -7,6 +7,10 @@ has) are read again by the small recognizer, whose reading the page keeps. Measu
 the stress set (notes: issue 26), that keeps small's accuracy goals while the small recognizer reads about a
 quarter of the lines; keeping the higher-scored of the two readings instead did worse, as the two models'
 scores are not on one scale.
+By default (`--script auto`) the tiny recognizer reads with a Latin output head (engines/heads.py: its output layer
+sliced to charsets/latin.txt, 730 of its 6,906 classes), and the full-head small one also reads again the lines
+that look like another script (other_script). Every recognizer reads crops scaled to its model's own input height
+(ppocr.RECOGNIZERS); crops are cut at the taller reader's.
 `--model-size small` reads every line with the small models; `--model-size tiny` also detects with the
 tiny detector (fastest; `--reread-below 0` makes it tiny alone). `--int8` swaps in static int8 copies of
 the recognizers, built at first use (engines/int8.py). The page's confidence counts the lines read again
@@ -92,6 +96,7 @@ def heads_for(profile: Profile, script: str, cascade: bool) -> tuple[str, str | 
     if script == "auto" and cascade:
         return latin(profile.recognizer) or profile.recognizer, profile.reread
     return profile.recognizer, profile.reread
+
 
 MAX_THREADS = 8
 MIN_SCORE = 0.5  # lines the recognizer is less sure of are dropped

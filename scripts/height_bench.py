@@ -23,7 +23,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DEV = ROOT.parent / "shared" / "bench" / "dev"
-SCORE = ROOT.parent / "shared" / "bench" / "score.py"
 
 RUN = """
 import dataclasses, sys
@@ -37,8 +36,9 @@ sys.exit(main())
 """
 
 
-def score(out: Path) -> tuple[float, float]:
-    r = subprocess.run([sys.executable, str(SCORE), str(DEV / "truth"), str(out), "--json", "-", "--quiet"],
+def score(dev: Path, out: Path) -> tuple[float, float]:
+    r = subprocess.run([sys.executable, str(dev.parent / "score.py"), str(dev / "truth"), str(out), "--json", "-",
+                        "--quiet"],
                        capture_output=True, text=True, check=True)
     doc = json.loads(r.stdout[r.stdout.index("{"):])
     total = doc.get("overall", doc)
@@ -51,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--heights", default="48,40,32")
     ap.add_argument("--runtime", default="auto")
     ap.add_argument("--script", default="all")
+    ap.add_argument("--dev", type=Path, default=DEV, help="the dev corpus (score.py beside it)")
     a = ap.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="height-bench-"))
     print(f"{'size':6s} {'height':>6s} {'wall s':>7s} {'CER':>7s} {'BoW-F1':>7s}")
@@ -58,12 +59,12 @@ def main(argv: list[str] | None = None) -> int:
         flags = ["--model-size", size] + (["--reread-below", "0"] if size == "tiny" else [])
         for height in map(int, a.heights.split(",")):
             out = work / f"{size}-{height}"
-            cmd = [sys.executable, "-c", RUN, str(height), "convert", str(DEV / "pages"), str(DEV / "pdfs"),
+            cmd = [sys.executable, "-c", RUN, str(height), "convert", str(a.dev / "pages"), str(a.dev / "pdfs"),
                    "-o", str(out), "-q", "--runtime", a.runtime, "--script", a.script, *flags]
             t0 = time.perf_counter()
             subprocess.run(cmd, cwd=ROOT, check=True)
             wall = time.perf_counter() - t0
-            cer, bow = score(out)
+            cer, bow = score(a.dev, out)
             print(f"{size:6s} {height:6d} {wall:7.1f} {cer:7.4f} {bow:7.3f}", flush=True)
     return 0
 

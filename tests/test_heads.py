@@ -256,8 +256,8 @@ def test_a_cjk_line_and_a_latin_line_on_one_page_both_come_out_right_by_default(
 
 
 class SureOfEverything:
-    """The engine's first recognizer, sure of every character it reads: only the script check can send a line to
-    the second reader."""
+    """The engine's first recognizer, sure of every character it reads, its stray symbols (rapid._odd) dropped:
+    only the script check can send a line to the second reader."""
 
     def __init__(self, real) -> None:
         self.real = real
@@ -266,7 +266,10 @@ class SureOfEverything:
         return getattr(self.real, name)
 
     def read(self, crops):
-        return [Reading(r.text, 1.0, (1.0,) * len(r.text), r.frames, r.gap) for r in self.real.read(crops)]
+        from ocrbatch.engines.rapid import _odd
+
+        plain = [(r, "".join(ch for ch in r.text if not _odd(ch))) for r in self.real.read(crops)]
+        return [Reading(text, 1.0, (1.0,) * len(text), r.frames, r.gap) for r, text in plain]
 
     def __call__(self, crops):
         return [(r.text, r.score) for r in self.read(crops)]

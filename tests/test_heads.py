@@ -286,3 +286,18 @@ def test_the_script_check_alone_sends_a_cjk_line_read_by_the_latin_head_to_the_f
         engine.close()
     assert CJK_LINE in out.markdown and LATIN_ON_CJK_PAGE in out.markdown
     assert out.info["confidence"]["reread"] == 1  # the CJK line only
+
+
+def test_a_packaged_latin_only_first_reader_gets_the_script_check_too(monkeypatch):
+    """The lead's fine-tuned reader is one more RecSpec with latin=True: its other-script lines still go to the full
+    head (here the wheel's tiny model stands in for it)."""
+    spec = ppocr.RecSpec(ppocr.MODELS["tiny"][1], ppocr.MODELS["tiny"][2], latin=True)
+    assert spec.latin_only and ppocr.RECOGNIZERS["tiny-latin"].latin_only and not ppocr.RECOGNIZERS["small"].latin_only
+    monkeypatch.setitem(ppocr.RECOGNIZERS, "doc", spec)
+    monkeypatch.setitem(PROFILES, "auto", type(PROFILES["auto"])("small", "doc", "small"))
+    engine = RapidOcrEngine(EngineOptions(model_size="auto"))
+    engine.load("cpu")
+    try:
+        assert engine._script_check and engine.device_facts()["heads"].startswith("doc reads every line")
+    finally:
+        engine.close()

@@ -43,17 +43,23 @@ class RecSpec:
     """A line recognizer: its ONNX file and dictionary (relative to model_dir(), the wheel's models, or absolute:
     a model shipped in this package), the character set its output head keeps (engines/heads.py; None: all its
     classes) and its input height (None: the model file's, which must then fix it; a height other than the
-    file's makes a copy at that height, heads.py). Profiles (rapid.py) name recognizers by their key in
-    RECOGNIZERS."""
+    file's makes a copy at that height, heads.py). `latin`: its classes are Latin only (a model trained so; a
+    Latin head is): as a cascade's first reader, its lines that look like another script go to the second
+    (rapid.other_script). Profiles (rapid.py) name recognizers by their key in RECOGNIZERS."""
 
     model: str | Path
     dictionary: str | Path
     head: str | None = None
     height: int | None = None
+    latin: bool = False
+
+    @property
+    def latin_only(self) -> bool:
+        return self.latin or self.head == "latin"
 
 
 # The recognizers, by name. A packaged one is one more row, e.g. (the height comes from the file):
-#     "doc": RecSpec(PACKAGE_MODELS / "rec_doc/rec.onnx", PACKAGE_MODELS / "rec_doc/dict.txt"),
+#     "doc": RecSpec(PACKAGE_MODELS / "rec_doc/rec.onnx", PACKAGE_MODELS / "rec_doc/dict.txt", latin=True),
 # and a profile in rapid.PROFILES naming "doc". `<name>-latin` is the one --script latin|auto picks for <name>.
 PACKAGE_MODELS = Path(__file__).resolve().parent.parent / "models"
 RECOGNIZERS = {

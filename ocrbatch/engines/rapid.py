@@ -182,8 +182,8 @@ class RapidOcrEngine(Engine):
         # crops are cut at the taller reader's height; each recognizer scales them to its own
         self._crop_height = max(r.height for r in (self._rec, self._reread) if r is not None)
         # a Latin head reads first and the full head again: lines of other scripts go to the second
-        self._script_check = cascade and ppocr.RECOGNIZERS[rec].head is not None \
-            and ppocr.RECOGNIZERS[reread].head is None
+        self._script_check = cascade and ppocr.RECOGNIZERS[rec].latin_only \
+            and not ppocr.RECOGNIZERS[reread].latin_only
         self._cls = ppocr.OrientationClassifier(loaded["cls"]) if loaded["cls"] is not None else None
         self._size = size
         self._reread_below = self.options.reread_below

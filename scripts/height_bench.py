@@ -40,7 +40,7 @@ def score(dev: Path, out: Path) -> tuple[float, float]:
     r = subprocess.run([sys.executable, str(dev.parent / "score.py"), str(dev / "truth"), str(out), "--json", "-",
                         "--quiet"],
                        capture_output=True, text=True, check=True)
-    doc = json.loads(r.stdout[r.stdout.index("{"):])
+    doc, _ = json.JSONDecoder().raw_decode(r.stdout[r.stdout.index("{"):])
     total = doc.get("overall", doc)
     return float(total["cer"]), float(total["mean_bow_f1"])
 

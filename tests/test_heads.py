@@ -269,7 +269,8 @@ class SureOfEverything:
         from ocrbatch.engines.rapid import _odd
 
         plain = [(r, "".join(ch for ch in r.text if not _odd(ch))) for r in self.real.read(crops)]
-        return [Reading(text, 1.0, (1.0,) * len(text), r.frames, r.gap) for r, text in plain]
+        # a reading of nothing is unsure whatever the model says (sureness 0): give it a character
+        return [Reading(text or "l", 1.0, (1.0,) * len(text or "l"), r.frames, r.gap) for r, text in plain]
 
     def __call__(self, crops):
         return [(r.text, r.score) for r in self.read(crops)]

@@ -9,7 +9,7 @@ kept. Where the model's best class was kept, the argmax is the same.
 
 The *input height* of the wheel's recognizers is fixed at 48 in the graph. A copy at another height sets the
 input's dimension 2 to it and the one AveragePool that pools the backbone's remaining rows to as many rows as are
-left at that height (shape inference says how many: 3 at 48 or 40, 2 at 32). The copy's input states its height,
+left at that height (shape inference says how many: 3 at 48 or 40, 2 at 32; none: HeadUnavailable). The copy's input states its height,
 so ppocr.input_height reads it from the file like any fixed-height model's.
 
 Cached like the int8 copies (engines/int8.py, whose lock and atomic write this uses):
@@ -37,7 +37,6 @@ if TYPE_CHECKING:
 
 RECIPE = 1  # bump when the derivation changes: the cache is rebuilt
 CHARSETS = Path(__file__).resolve().parent / "charsets"  # <name>.txt: a head's kept characters
-HEIGHT_STEP = 16  # the backbone halves the rows four times: an input height must be a multiple of this
 
 
 class HeadUnavailable(RuntimeError):
@@ -112,8 +111,6 @@ def derive(source: Path, dest: Path, classes: list[int] | None, height: int | No
     if classes is not None:
         _slice_head(graph, classes, np, numpy_helper)
     if height is not None:
-        if height % HEIGHT_STEP:
-            raise HeadUnavailable(f"{source.name}: input height {height} is not a multiple of {HEIGHT_STEP}")
         _set_height(model, height, shape_inference)
     onnx.save(model, str(dest))
 

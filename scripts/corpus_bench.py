@@ -71,7 +71,7 @@ def convert(dev: Path, out: Path, engine: str, extra: list[str],
     cmd = [sys.executable, "-m", "ocrbatch", "convert", *map(str, inputs or [dev / "pages", dev / "pdfs"]),
            "-o", str(out), "--engine", engine, "-q", *extra]
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=ROOT)
+    proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})  # this tree, not an install
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -271,7 +271,7 @@ def rss_by_page_count(workdir: Path, counts: tuple[int, ...] = (100, 2000)) -> d
         cmd = [sys.executable, "-m", "ocrbatch", "convert", str(pdf), "-o", str(workdir / f"rss-{n}"),
                "--engine", "fake", "--text-layer", "off", "-q"]
         t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, cwd=ROOT)
+        proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
         _, status, usage = os.wait4(proc.pid, 0)
         figures[n] = (usage.ru_maxrss * 1024, time.perf_counter() - t0, os.waitstatus_to_exitcode(status))
         pdf.unlink()

@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 
-def build(cache: Path, sets: list[str], keep_crops: bool = False) -> None:
+def build(cache: Path, sets: list[str], keep_crops: bool = False, dev: Path | None = None) -> None:
     import tempfile
 
     import corpus_bench as bench
@@ -37,7 +37,7 @@ def build(cache: Path, sets: list[str], keep_crops: bool = False) -> None:
 
     pages = []
     if "dev" in sets:
-        pages += [("dev", n, im) for n, im in bench.named_pages(bench.DEFAULT_DEV, 150)]
+        pages += [("dev", n, im) for n, im in bench.named_pages(dev or bench.DEFAULT_DEV, 150)]
     if "stress" in sets:
         work = Path(tempfile.mkdtemp(prefix="reread-"))
         pages += [("stress", n, im) for n, im in bench.stress_pages(work)]
@@ -50,20 +50,25 @@ def build(cache: Path, sets: list[str], keep_crops: bool = False) -> None:
         state = rapid._Page(rapid._bgr(image))
         engine._detect(state)
         for j, crop in enumerate(state.crops):
-            probs = tiny.model(ppocr.recognizer_input([crop], tiny.model.size_for))[0]
-            frames = int(np.ceil(crop.shape[1] / ppocr.REC_STRIDE)) + 1
+            probs = tiny.model(ppocr.recognizer_input([crop], tiny.model.size_for, tiny.height))[0]
+            frames = int(np.ceil(crop.shape[1] * tiny.height / crop.shape[0] / ppocr.REC_STRIDE)) + 1
             probs = probs[:frames]
             idx = probs.argmax(axis=1)
             top2 = np.sort(probs, axis=1)[:, -2:]
-            text, score = tiny([crop])[0]
+            # the reading from these very probabilities (one call, not two)
+            first = tiny._decode(idx, top2[:, 1], probs[:, tiny.space], frames)
+            text, score = first.text, first.score
             stext, sscore = small([crop])[0]
             rows.append({"set": kind, "page": name, "line": j, "width": crop.shape[1], "tiny": text,
                          "tiny_score": score, "small": stext, "small_score": sscore, "idx": idx.astype(np.int32),
                          "best": top2[:, 1].astype(np.float32), "second": top2[:, 0].astype(np.float32),
                          "blank": probs[:, 0].astype(np.float32), "space": probs[:, tiny.space].astype(np.float32),
+                         "reading": first, "reader": tiny.name,
                          "crop": crop if keep_crops else None})
         print(f"  {k + 1}/{len(pages)} pages, {len(rows)} lines ({time.perf_counter() - t0:.0f} s)",
               file=sys.stderr, flush=True)
+        if k % 4 == 3:  # a partial table is there to report on while the build goes on
+            cache.write_bytes(pickle.dumps(rows))
     engine.close()
     cache.write_bytes(pickle.dumps(rows))
 
@@ -80,20 +85,62 @@ def edits(a: str, b: str) -> int:
     return prev[-1]
 
 
+_WORDS: set[str] | None = None
+WORD_LISTS = ("/usr/share/dict/words", "/usr/share/dict/french", "/usr/share/dict/ngerman",
+              "/usr/share/dict/spanish", "/usr/share/dict/italian")  # measurement only: a system package's lists
+
+
+def words() -> set[str]:
+    global _WORDS
+    if _WORDS is None:
+        _WORDS = set()
+        for path in WORD_LISTS:
+            try:
+                _WORDS |= {w.strip().lower() for w in open(path, encoding="utf-8", errors="ignore")}
+            except OSError:
+                pass
+    return _WORDS
+
+
+def shape(text: str) -> dict[str, float]:
+    """The line's shape: its share of digits, whether it is short, and its share of words (3+ letters) outside the
+    word lists (0 when it has none)."""
+    import re
+
+    chars = text.replace(" ", "")
+    digits = sum(ch.isdigit() for ch in chars) / max(1, len(chars))
+    tokens = [t.lower() for t in re.findall(r"[^\W\d_]{3,}", text)]
+    oov = sum(t not in words() for t in tokens) / len(tokens) if tokens and words() else 0.0
+    return {"digits": digits, "short": float(len(chars) < 6), "oov": oov}
+
+
 def signals(r: dict) -> dict[str, float]:
     """Ways of summing up how sure the tiny recognizer was of a line; lower = less sure."""
     idx, best, second, blank = r["idx"], r["best"], r["second"], r["blank"]
     keep = idx != 0
     keep[1:] &= idx[1:] != idx[:-1]
     if not keep.any():
-        return {k: 0.0 for k in ("mean", "min", "q10", "margin_min", "n_low90", "gap_min", "prod", "frame_err",
-                                 "char_err")}
+        return {k: 0.0 for k in ("q15 (default)", "q15, digits x0.99", "q15, short x0.99", "q15 - 0.02*oov",
+                                 "oov only", "q15 margin", "mean", "min", "q10", "margin_min", "n_low90", "gap_min",
+                                 "prod", "frame_err", "char_err")}
     emitted = best[keep]
     # a character class's probability wherever the frame's winner is blank: a missed character
     nonblank = np.where(idx == 0, 1.0 - blank, 0.0)
     # the least sure frame anywhere: the winner's margin over the runner-up (blank included)
     margin = best - second
+    from ocrbatch.engines.cascade import sureness
+
+    form = shape(r["tiny"])
+    q15 = sureness(r["reading"]) if "reading" in r else float(np.quantile(emitted, 0.15))
     return {
+        "q15 (default)": q15,
+        # the line's shape: digit-heavy and short lines held to a stricter bar (their errors cost whole fields)
+        "q15, digits x0.99": q15 * (0.99 if form["digits"] > 0.3 else 1.0),
+        "q15, short x0.99": q15 * (0.99 if form["short"] else 1.0),
+        # words outside the word lists: each one lowers the bar
+        "q15 - 0.02*oov": q15 - 0.02 * form["oov"],
+        "oov only": -form["oov"],
+        "q15 margin": float(np.quantile(margin[keep], 0.15)),
         "mean": float(emitted.mean()),
         "min": float(emitted.min()),
         "q10": float(np.quantile(emitted, 0.1)),
@@ -107,12 +154,14 @@ def signals(r: dict) -> dict[str, float]:
 
 
 def report(cache: Path) -> None:
-    from ocrbatch.engines.rapid import _odd
+    from ocrbatch.engines.rapid import _odd, other_script
 
     rows = pickle.loads(cache.read_bytes())
     for r in rows:
         r["sig"] = signals(r)
-        r["odd"] = _odd(r["tiny"])
+        # what the cascade reads again whatever the sureness: odd symbols, and (a Latin head's) the script check
+        r["odd"] = _odd(r["tiny"]) or ("reading" in r and r.get("reader", "").endswith("-latin")
+                                       and other_script(r["reading"]))
         r["e_tiny"] = edits(r["tiny"], r["small"])
     n = len(rows)
     total = sum(len(r["small"]) for r in rows)
@@ -122,6 +171,10 @@ def report(cache: Path) -> None:
     weights = np.array([r["width"] for r in rows], float)  # the second recognizer's cost goes with width
     odd = np.array([r["odd"] for r in rows])
     e = np.array([r["e_tiny"] for r in rows], float)
+    sets = np.array([r["set"] for r in rows])
+    per_set = {k: sum(len(r["small"]) for r in rows if r["set"] == k) for k in sorted(set(sets))}
+    print(f"the script check and odd symbols alone send {odd.mean():.3f} of the lines "
+          f"({weights[odd].sum() / weights.sum():.3f} of the width)")
     for name in rows[0]["sig"]:
         vals = np.array([r["sig"][name] for r in rows])
         order = np.argsort(vals, kind="stable")
@@ -131,11 +184,16 @@ def report(cache: Path) -> None:
             k = int(np.searchsorted(cost, share))
             t = vals[order[min(k, len(order) - 1)]]
             sel = (vals < t) | odd
-            print(f"  width {weights[sel].sum() / weights.sum():.3f} left {e[~sel].sum() / total:.4f}"
+            left = "  ".join(f"{k} {e[~sel & (sets == k)].sum() / max(1, n):.4f}" for k, n in per_set.items())
+            print(f"  width {weights[sel].sum() / weights.sum():.3f} left {e[~sel].sum() / total:.4f} ({left})"
                   f"   (t={t:.4f}, lines {sel.mean():.3f})")
-    cur = np.array([r["sig"]["mean"] < 0.98 or r["odd"] for r in rows])
-    print(f"\ncurrent (mean < 0.98 or odd): width {weights[cur].sum() / weights.sum():.3f} lines {cur.mean():.3f},"
-          f" left {e[~cur].sum() / total:.4f}")
+    from ocrbatch.config import OPTION
+
+    below = OPTION["reread_below"].default
+    cur = np.array([r["sig"]["q15 (default)"] < below or r["odd"] for r in rows])
+    left = "  ".join(f"{k} {e[~cur & (sets == k)].sum() / max(1, n):.4f}" for k, n in per_set.items())
+    print(f"\ndefault (sureness < {below} or odd): width {weights[cur].sum() / weights.sum():.3f} "
+          f"lines {cur.mean():.3f}, left {e[~cur].sum() / total:.4f} ({left})")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -143,10 +201,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("what", choices=("build", "report"))
     ap.add_argument("--cache", type=Path, default=Path("/tmp/reread.pkl"))
     ap.add_argument("--sets", default="dev,stress")
+    ap.add_argument("--dev", type=Path, help="the dev corpus (default: ../shared/bench/dev)")
     ap.add_argument("--crops", action="store_true", help="keep each line's crop in the table (about 400 MB)")
     a = ap.parse_args(argv)
     if a.what == "build":
-        build(a.cache, a.sets.split(","), a.crops)
+        build(a.cache, a.sets.split(","), a.crops, a.dev)
     else:
         report(a.cache)
     return 0

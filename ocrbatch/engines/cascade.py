@@ -32,6 +32,8 @@ class Reading:
     text: str
     score: float
     probs: tuple[float, ...] = ()
+    frames: int = 0  # the CTC frames the line spans (one per ppocr.REC_STRIDE input columns); 0: not known
+    gap: float = 0.0  # the longest run of frames where the blank wins, in line heights (rapid.other_script)
 
 
 def sureness(reading: Reading, quantile: float = UNSURE_QUANTILE) -> float:

@@ -144,11 +144,11 @@ def calibration_lines(count: int = CALIBRATION_LINES, height: int = 48) -> list:
     return out
 
 
-def _batches(lines: list) -> Iterator[dict]:
+def _batches(lines: list, height: int) -> Iterator[dict]:
     from .ppocr import recognizer_input
 
     for line in lines:
-        yield recognizer_input([line])
+        yield recognizer_input([line], height=height)
 
 
 def quantize_recognizer(source: Path, dest: Path) -> None:
@@ -161,11 +161,14 @@ def quantize_recognizer(source: Path, dest: Path) -> None:
         raise Int8Unavailable(f"int8 models need the onnx package (pip install onnx): {exc}") from exc
     import onnxruntime as ort
 
+    from .ppocr import REC_HEIGHT, input_height
+
     name = ort.InferenceSession(str(source), providers=["CPUExecutionProvider"]).get_inputs()[0].name
+    height = input_height(source) or REC_HEIGHT  # calibrated at the model's own input height
 
     class Reader(CalibrationDataReader):
         def __init__(self) -> None:
-            self.it = ({name: x} for x in _batches(calibration_lines()))
+            self.it = ({name: x} for x in _batches(calibration_lines(height=height), height))
 
         def get_next(self):
             return next(self.it, None)

@@ -24,7 +24,7 @@ from .runtimes import OnnxRuntimeModel, OpenVinoModel
 
 Model = OnnxRuntimeModel | OpenVinoModel  # engines/runtimes.py
 
-REC_HEIGHT = 48
+REC_HEIGHT = 48  # the shipped recognizers' input height (their ONNX files fix it); crop_line's default
 REC_STRIDE = 8  # the recognizer emits one frame per 8 input columns
 REC_SQUEEZE = 1.0  # horizontal scale of line crops relative to their aspect: fewer frames, less work
 DET_MULTIPLE = 32
@@ -36,6 +36,53 @@ MODELS = {
     "tiny": ("ppocrv6/tiny/det/det.onnx", "ppocrv6/tiny/rec/rec.onnx", "ppocrv6/ppocrv6_tiny_dict.txt"),
 }
 CLS_MODEL = "ppocrv5/cls/cls.onnx"  # 0/180 degree line classifier
+
+
+@dataclass(frozen=True)
+class RecSpec:
+    """A line recognizer: its ONNX file and dictionary (relative to model_dir(), the wheel's models, or absolute:
+    a model shipped in this package), the character set its output head keeps (engines/heads.py; None: all its
+    classes) and its input height (None: the model file's, which must then fix it; a height other than the
+    file's makes a copy at that height, heads.py). `latin`: its classes are Latin only (a model trained so; a
+    Latin head is): as a cascade's first reader, its lines that look like another script go to the second
+    (rapid.other_script). Profiles (rapid.py) name recognizers by their key in RECOGNIZERS."""
+
+    model: str | Path
+    dictionary: str | Path
+    head: str | None = None
+    height: int | None = None
+    latin: bool = False
+
+    @property
+    def latin_only(self) -> bool:
+        return self.latin or self.head == "latin"
+
+
+# The recognizers, by name. A packaged one is one more row, e.g. (the height comes from the file):
+#     "doc": RecSpec(PACKAGE_MODELS / "rec_doc/rec.onnx", PACKAGE_MODELS / "rec_doc/dict.txt", latin=True),
+# and a profile in rapid.PROFILES naming "doc". `<name>-latin` is the one --script latin|auto picks for <name>.
+PACKAGE_MODELS = Path(__file__).resolve().parent.parent / "models"
+RECOGNIZERS = {
+    "tiny": RecSpec(MODELS["tiny"][1], MODELS["tiny"][2]),
+    "small": RecSpec(MODELS["small"][1], MODELS["small"][2]),
+    "tiny-latin": RecSpec(MODELS["tiny"][1], MODELS["tiny"][2], head="latin"),
+    "small-latin": RecSpec(MODELS["small"][1], MODELS["small"][2], head="latin"),
+}
+
+
+def input_height(path: Path) -> int | None:
+    """The input height an ONNX recognizer's file fixes (dimension 2 of its input), or None where it is free.
+
+    Read from the protobuf without the onnx package: onnxruntime reports the input's shape."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    opts.log_severity_level = 3
+    shape = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"]).get_inputs()[0].shape
+    return shape[2] if len(shape) == 4 and isinstance(shape[2], int) else None
+
+
 # DetParams.unclip_ratio per detector size. The tiny detector's text kernels come out a little larger
 # than the small one's: grown by 1.6, its boxes are 4-7% taller on the same pages (more with larger
 # type), and lines of two columns touch across a narrow gutter more often. Grown by 1.5 they are the
@@ -361,12 +408,15 @@ def _warp(bgr: np.ndarray, quad: np.ndarray, w: int, h: int) -> np.ndarray:
 
 # -- recognition --------------------------------------------------------------------------------
 
-def recognizer_input(crops: Sequence[np.ndarray], size_for=OnnxRuntimeModel.size_for) -> np.ndarray:
-    """A batch of line crops (BGR uint8, REC_HEIGHT rows) as the recognizer's input, padded to the widest
-    (rounded up by `size_for`, the runtime's) with each line's own last column: the line runs on in its own
-    background, where mid-grey padding would read as more ink (engines/runtimes.py)."""
+def recognizer_input(crops: Sequence[np.ndarray], size_for=OnnxRuntimeModel.size_for,
+                     height: int = REC_HEIGHT) -> np.ndarray:
+    """A batch of line crops (BGR uint8) as the recognizer's input, each scaled to its `height` rows (crops come
+    at the tallest loaded recognizer's height), padded to the widest (rounded up by `size_for`, the runtime's)
+    with each line's own last column: the line runs on in its own background, where mid-grey padding would read
+    as more ink (engines/runtimes.py)."""
+    crops = [fit_height(c, height) for c in crops]
     width = size_for(max(c.shape[1] for c in crops), REC_STRIDE)
-    x = np.empty((len(crops), 3, REC_HEIGHT, width), np.float32)
+    x = np.empty((len(crops), 3, height, width), np.float32)
     for i, c in enumerate(crops):
         w = c.shape[1]
         x[i, :, :, :w] = c.transpose(2, 0, 1).astype(np.float32) * (2 / 255.0) - 1.0
@@ -374,25 +424,45 @@ def recognizer_input(crops: Sequence[np.ndarray], size_for=OnnxRuntimeModel.size
     return x
 
 
-class Recognizer:
-    """CTC line recognizer. `__call__` reads a batch of crops of equal height, any widths."""
+def fit_height(crop: np.ndarray, height: int) -> np.ndarray:
+    """`crop` scaled to `height` rows, its aspect kept (as it is when it has them already)."""
+    if crop.shape[0] == height:
+        return crop
+    width = max(1, int(math.ceil(crop.shape[1] * height / crop.shape[0])))
+    return cv2.resize(crop, (width, height), interpolation=cv2.INTER_AREA if crop.shape[0] > height
+                      else cv2.INTER_LINEAR)
 
-    def __init__(self, model: Model, dictionary: Path) -> None:
+
+class Recognizer:
+    """CTC line recognizer. `__call__` reads a batch of crops of equal height, any widths, scaled to its
+    `height` (its model's input height: heads.resolve()). `classes`: CTC's blank, the characters, the space
+    last (as heads.resolve() gives them), or a dictionary file (its characters, one a line)."""
+
+    height = REC_HEIGHT  # the model's input height, rows
+    name = ""  # its key in RECOGNIZERS
+
+    def __init__(self, model: Model, classes: Sequence[str] | Path, height: int = REC_HEIGHT,
+                 name: str = "") -> None:
         self.model = model
-        chars = dictionary.read_text(encoding="utf-8").splitlines()
-        self.chars = ["<blank>", *chars, " "]
+        if isinstance(classes, Path):
+            classes = ["<blank>", *classes.read_text(encoding="utf-8").splitlines(), " "]
+        self.chars = list(classes)
         self.space = len(self.chars) - 1
+        self.height = height
+        self.name = name
 
     def __call__(self, crops: Sequence[np.ndarray]) -> list[tuple[str, float]]:
         return [(r.text, r.score) for r in self.read(crops)]
 
     def read(self, crops: Sequence[np.ndarray]) -> list[Reading]:
         """Each crop's reading, with how sure the model was of each character it emitted."""
-        probs = self.model(recognizer_input(crops, self.model.size_for))
+        x = recognizer_input(crops, self.model.size_for, self.height)
+        probs = self.model(x)
         idx = probs.argmax(axis=2)
         best = np.take_along_axis(probs, idx[:, :, None], axis=2)[:, :, 0]
         space = probs[:, :, self.space]
-        return [self._decode(idx[i], best[i], space[i], int(math.ceil(c.shape[1] / REC_STRIDE)) + 1)
+        return [self._decode(idx[i], best[i], space[i],
+                             int(math.ceil(c.shape[1] * self.height / c.shape[0] / REC_STRIDE)) + 1)
                 for i, c in enumerate(crops)]
 
     SPACE_HINT = 0.1
@@ -409,10 +479,12 @@ class Recognizer:
         """
         idx, best, space = idx[:frames], best[:frames], space[:frames]
         keep = idx != 0
+        ink = np.flatnonzero(keep)  # the longest run of blank frames, in line heights
+        blank_gap = float(np.diff(np.concatenate(([-1], ink, [len(idx)]))).max() - 1) * REC_STRIDE / self.height
         keep[1:] &= idx[1:] != idx[:-1]
         pos = np.nonzero(keep)[0]
         if len(pos) == 0:
-            return Reading("", 0.0, ())
+            return Reading("", 0.0, (), len(idx), blank_gap)
         out: list[str] = []
         for n, f in enumerate(pos):
             ch = self.chars[idx[f]]
@@ -423,7 +495,7 @@ class Recognizer:
                     out.append(" ")
             out.append(ch)
         sure = best[keep]
-        return Reading("".join(out), float(sure.mean()), tuple(sure.tolist()))
+        return Reading("".join(out), float(sure.mean()), tuple(sure.tolist()), len(idx), blank_gap)
 
 
 class OrientationClassifier:

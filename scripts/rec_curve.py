@@ -35,7 +35,7 @@ class Timed:
 
         if self.height is None or not crops or crops[0].shape[0] == self.height:
             return crops
-        return [cv2.resize(c, (max(1, round(c.shape[1] * self.height / c.shape[0])), self.height),
+        return [cv2.resize(c, (max(1, round(c.shape[1] * STRETCH * self.height / c.shape[0])), self.height),
                            interpolation=cv2.INTER_AREA) for c in crops]
 
     def read(self, crops):
@@ -51,13 +51,17 @@ class Timed:
         return [(r.text, r.score) for r in self.read(crops)]
 
 
+STRETCH = 1.0  # crops widened by this (more frames per character)
+DETECTOR = "tiny"  # the fastest profile's detector (--detector small: the default profile's)
+
+
 def run(pages, rec_path: Path | None, dict_path: Path | None, height: int | None, out: Path) -> float:
     from ocrbatch import atomic
     from ocrbatch.config import EngineOptions
     from ocrbatch.engines import ppocr, registry, runtimes
     from ocrbatch.records import PageImage
 
-    engine = registry.create("rapidocr", EngineOptions(model_size="tiny", reread_below=0.0, threads=1,
+    engine = registry.create("rapidocr", EngineOptions(model_size=DETECTOR, reread_below=0.0, threads=1,
                                                        runtime="onnxruntime"))
     engine.load("cpu")
     if rec_path is not None:
@@ -87,7 +91,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--every", type=int, default=1, help="score every Nth snapshot")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--keep", type=Path, default=None, help="keep each model's Markdown under this folder")
+    ap.add_argument("--detector", choices=("tiny", "small"), default="tiny")
+    ap.add_argument("--stretch", type=float, default=1.0)
     args = ap.parse_args(argv)
+    global DETECTOR, STRETCH
+    DETECTOR, STRETCH = args.detector, args.stretch
     dict_path = args.dict or args.snapshots.parent / "dict.txt"
     pages = bench.named_pages(bench.DEFAULT_DEV, 150)
     rows = []

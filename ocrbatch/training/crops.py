@@ -7,7 +7,9 @@ texts, left to right, joined by a space, are its label (a table's row run togeth
 covers part of a unit, or units of two rows, is not used.
 
 Crops are scaled to the recognizer's input height in one of the two ways the engine may make them: warped
-straight to that height, or warped at 48 rows and shrunk (MIXED_RESIZE of them).
+straight to that height, or warped at 48 rows and shrunk (MIXED_RESIZE of them); then widened by the model's
+width scale (more frames per character: at 32 rows a letter is two frames wide, too few for CTC to put a blank
+between two like letters), jittered by WIDTH_JITTER.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ COVER = 0.5  # a unit's ink may stick out of a box by at most this share of its 
 OVERHANG = 1.5  # a box may run past its units by at most this many unit heights at either end
 ROW_OVERLAP = 0.5  # a unit is in a box's row when their heights overlap by this share of the smaller
 MIXED_RESIZE = 0.5
+WIDTH_JITTER = 0.12  # crops are widened by the model's width scale times 1 ± this (the engine uses the scale itself)
 
 
 @dataclass
@@ -33,7 +36,8 @@ class Crop:
     text: str
 
 
-def page_crops(page: Page, det, params: ppocr.DetParams, height: int, rng: random.Random) -> list[Crop]:
+def page_crops(page: Page, det, params: ppocr.DetParams, height: int, rng: random.Random,
+               width_scale: float = 1.0) -> list[Crop]:
     bgr = np.ascontiguousarray(np.asarray(page.image)[:, :, ::-1])
     quads, _ = ppocr.detect(det, bgr, params)
     scale = ppocr.readable_scale(quads, bgr.shape, params)
@@ -53,6 +57,9 @@ def page_crops(page: Page, det, params: ppocr.DetParams, height: int, rng: rando
             img = cv2.resize(c, (max(1, round(c.shape[1] * height / 48)), height), interpolation=cv2.INTER_AREA)
         else:
             img = ppocr.crop_line(bgr, q, height)
+        if width_scale != 1.0:
+            f = width_scale * (1 + rng.uniform(-WIDTH_JITTER, WIDTH_JITTER))
+            img = cv2.resize(img, (max(1, round(img.shape[1] * f)), height), interpolation=cv2.INTER_LINEAR)
         if img.shape[1] < 4:
             continue
         out.append(Crop(img, text))

@@ -40,6 +40,7 @@ class TrainConfig:
     lines: int = 60000  # training lines to see (with repeats), the run's length
     seed: int = 0
     height: int = 32
+    width_scale: float = 1.25  # crops widened by this past their aspect (the engine's RecSpec.width_scale)
     base: str = "tiny"  # the shipped recognizer to start from
     batch: int = 24
     lr: float = 1e-4
@@ -88,7 +89,7 @@ def _shard_path(workdir: Path, i: int) -> Path:
 
 
 def make_shard(workdir: Path, seed: int, i: int, pages: int, height: int, detector: str,
-               sources: str = "system") -> Path:
+               sources: str = "system", width_scale: float = 1.0) -> Path:
     """Draw `pages` pages with the seed (seed, i), cut them with the detector, and write the labelled crops."""
     path = _shard_path(workdir, i)
     if path.exists():
@@ -106,7 +107,7 @@ def make_shard(workdir: Path, seed: int, i: int, pages: int, height: int, detect
     found = []
     for _ in range(pages):
         page = draw.draw_page(rng, corpus)
-        found += [(c.image, c.text) for c in crops.page_crops(page, det, params, height, rng)]
+        found += [(c.image, c.text) for c in crops.page_crops(page, det, params, height, rng, width_scale)]
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(tmp, "wb") as fh:
@@ -116,13 +117,13 @@ def make_shard(workdir: Path, seed: int, i: int, pages: int, height: int, detect
 
 
 def _generate(workdir: str, seed: int, start: int, step: int, stop: int, pages: int, height: int, detector: str,
-              sources: str) -> None:
+              sources: str, width_scale: float) -> None:
     try:
         os.nice(5)
     except OSError:
         pass
     for i in range(start, stop, step):
-        make_shard(Path(workdir), seed, i, pages, height, detector, sources)
+        make_shard(Path(workdir), seed, i, pages, height, detector, sources, width_scale)
 
 
 def _wait_shard(workdir: Path, i: int, procs: list) -> list:
@@ -208,19 +209,21 @@ def run(cfg: TrainConfig, log=print) -> Path:
         log(f"resumed at {state['lines']} lines (shard {state['shard']})")
     (work / "config.json").write_text(json.dumps(asdict(cfg), indent=1))
     (work / "dict.txt").write_text("\n".join(chars) + "\n", encoding="utf-8")
+    (work / "rec.json").write_text(json.dumps({"height": cfg.height, "width_scale": cfg.width_scale}) + "\n")
 
     total_shards = state["shard"] + int(math.ceil((cfg.lines - state["lines"]) / max(1, 40 * cfg.pages_per_shard)
                                                   / cfg.passes)) + 4
     ctx = mp.get_context("spawn")
     procs = [ctx.Process(target=_generate, args=(str(work), cfg.seed, state["shard"] + k, cfg.generators,
                                                   total_shards * 4, cfg.pages_per_shard, cfg.height, cfg.detector,
-                                                  cfg.sources),
+                                                  cfg.sources, cfg.width_scale),
                          daemon=True)
              for k in range(cfg.generators)]
     eval_dir = work / "eval"
     evalset = []
     for i in range(max(1, cfg.eval_pages // cfg.pages_per_shard)):
-        make_shard(eval_dir, cfg.seed + EVAL_SEED, i, cfg.pages_per_shard, cfg.height, cfg.detector, cfg.sources)
+        make_shard(eval_dir, cfg.seed + EVAL_SEED, i, cfg.pages_per_shard, cfg.height, cfg.detector, cfg.sources,
+                   cfg.width_scale)
         evalset += _wait_shard(eval_dir, i, [])
     evalset = [(im, t) for im, t in evalset if encode(t, index) is not None]
     for p in procs:

@@ -76,3 +76,14 @@ def test_the_recipe_trains_checkpoints_resumes_and_exports_a_model_onnxruntime_r
     out = session.run(None, {session.get_inputs()[0].name: crop})[0]
     assert out.shape[2] == len(chars) + 2  # blank, the characters, space
     assert np.allclose(out.sum(-1), 1, atol=1e-3)
+    # BatchNorm's statistics are as shipped; the weights moved
+    import onnx
+    from onnx import numpy_helper
+
+    base = graph.load(ppocr.model_dir() / ppocr.MODELS["tiny"][1])
+    stats = {i for n in base.graph.node if n.op_type == "BatchNormalization" for i in n.input[3:5]}
+    shipped = {t.name: numpy_helper.to_array(t) for t in base.graph.initializer}
+    trained = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(tmp_path / "rec.onnx")).graph.initializer}
+    assert stats and all(np.array_equal(trained[n], shipped[n]) for n in stats)
+    assert any(not np.array_equal(trained[n], shipped[n]) for n in trained
+               if n not in stats and trained[n].shape == shipped[n].shape)

@@ -1,0 +1,321 @@
+"""The recognizer's fine-tune: CTC on the detector's crops of drawn pages, from the shipped tiny weights.
+
+    python -m ocrbatch.training WORKDIR [--lines N] [--seed S] ...     (make train-rec)
+
+Data: shard i holds the labelled crops of PAGES_PER_SHARD pages drawn with the seed (seed, i); generator
+processes draw shards ahead of the trainer into WORKDIR/data. The trainer takes shards in order, each for
+PASSES passes mixed with crops of the shards before it, in batches of lines of similar width; so a run is
+the same for a seed whatever the generators' speed, and a resumed run goes on where it stopped.
+
+The model: the shipped tiny recognizer at `height` rows with the Latin head (graph.py). BatchNorm's statistics
+stay as shipped; every other weight trains, at a learning rate that warms up and then falls by a cosine to a
+tenth. Every EVAL_EVERY lines the CER on held-out drawn pages (seed + 1000003, never trained on) is logged to
+WORKDIR/log.jsonl, the state is checkpointed (WORKDIR/ckpt.pt, written atomically: a run killed at any moment
+resumes from the last one) and the model exported (WORKDIR/rec.onnx and dict.txt). A CUDA GPU is used when
+there is one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import multiprocessing as mp
+import os
+import pickle
+import random
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+PAGES_PER_SHARD = 8
+EVAL_SEED = 1000003
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    workdir: str
+    lines: int = 60000  # training lines to see (with repeats), the run's length
+    seed: int = 0
+    height: int = 32
+    width_scale: float = 1.25  # crops widened by this past their aspect (the engine's RecSpec.width_scale)
+    base: str = "tiny"  # the shipped recognizer to start from
+    batch: int = 24
+    lr: float = 1e-4
+    warmup: int = 2000  # lines over which the learning rate rises
+    passes: int = 2  # each shard's crops are seen this many times, mixed with earlier ones
+    replay: float = 0.3  # share of each batch drawn from earlier shards
+    eval_every: int = 3000
+    generators: int = 1
+    threads: int = 2
+    detector: str = "small"
+    eval_pages: int = 8  # held-out pages scored at each checkpoint
+    pages_per_shard: int = PAGES_PER_SHARD
+    sources: str = "system"  # "system": the machine's fonts and texts; "builtin": Pillow's font, Python's docstrings
+
+
+# -- the character set ----------------------------------------------------------------------------------
+
+def charset(base_dict: list[str]) -> list[str]:
+    """The Latin head's characters, in the base dictionary's order: every character of the base dictionary
+    below the CJK blocks (Latin, Greek, digits, punctuation, symbols, arrows, maths), and the CJK look-alikes
+    the models write for Western punctuation (rapid.clean_texts maps them back)."""
+    from ..engines.rapid import _WESTERN
+
+    lookalikes = {chr(k) if isinstance(k, int) else k for k in _WESTERN}
+    return [c for c in base_dict if len(c) == 1 and (ord(c) < 0x2E80 or c in lookalikes)]
+
+
+_TO_HEAD = {"⟨": "〈", "⟩": "〉"}  # characters the dictionary writes as a look-alike
+
+
+def encode(text: str, index: dict[str, int]) -> list[int] | None:
+    """The label's classes (1-based; the space is the last), or None when it has a character the head lacks."""
+    out = []
+    for ch in text:
+        ch = _TO_HEAD.get(ch, ch)
+        if ch not in index:
+            return None
+        out.append(index[ch])
+    return out
+
+
+# -- data ----------------------------------------------------------------------------------------------
+
+def _shard_path(workdir: Path, i: int) -> Path:
+    return workdir / "data" / f"shard-{i:06d}.pkl"
+
+
+def make_shard(workdir: Path, seed: int, i: int, pages: int, height: int, detector: str,
+               sources: str = "system", width_scale: float = 1.0) -> Path:
+    """Draw `pages` pages with the seed (seed, i), cut them with the detector, and write the labelled crops."""
+    path = _shard_path(workdir, i)
+    if path.exists():
+        return path
+    from ..engines import ppocr, runtimes
+    from . import crops, draw
+    from .text import Corpus
+
+    rng = random.Random(f"{seed}/{i}")
+    draw.SYSTEM = sources == "system"
+    corpus = Corpus.found(rng, system=draw.SYSTEM)
+    models = ppocr.model_dir()
+    det = runtimes.OnnxRuntimeModel(models / ppocr.MODELS[detector][0])
+    params = ppocr.DetParams(unclip_ratio=ppocr.UNCLIP[detector])
+    found = []
+    for _ in range(pages):
+        page = draw.draw_page(rng, corpus)
+        found += [(c.image, c.text) for c in crops.page_crops(page, det, params, height, rng, width_scale)]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as fh:
+        pickle.dump(found, fh, protocol=pickle.HIGHEST_PROTOCOL)
+    tmp.replace(path)
+    return path
+
+
+def _generate(workdir: str, seed: int, start: int, step: int, stop: int, pages: int, height: int, detector: str,
+              sources: str, width_scale: float) -> None:
+    try:
+        os.nice(5)
+    except OSError:
+        pass
+    for i in range(start, stop, step):
+        make_shard(Path(workdir), seed, i, pages, height, detector, sources, width_scale)
+
+
+def _wait_shard(workdir: Path, i: int, procs: list) -> list:
+    path = _shard_path(workdir, i)
+    while not path.exists():
+        if procs and not any(p.is_alive() for p in procs) and not path.exists():
+            raise RuntimeError(f"the data generators stopped before shard {i}")
+        time.sleep(0.5)
+    with open(path, "rb") as fh:
+        return pickle.load(fh)
+
+
+def batch_tensor(images: list[np.ndarray], height: int):
+    """Crops (BGR uint8, `height` rows) as one input batch, each padded with its own last column."""
+    import torch
+
+    width = max(8, int(math.ceil(max(im.shape[1] for im in images) / 8) * 8))
+    x = np.empty((len(images), 3, height, width), np.float32)
+    for i, im in enumerate(images):
+        w = im.shape[1]
+        x[i, :, :, :w] = im.transpose(2, 0, 1).astype(np.float32) * (2 / 255.0) - 1.0
+        x[i, :, :, w:] = x[i, :, :, w - 1:w]
+    return torch.from_numpy(x)
+
+
+def greedy(logits, chars: list[str]) -> list[str]:
+    idx = logits.argmax(-1).cpu().numpy()
+    out = []
+    for row in idx:
+        keep = row != 0
+        keep[1:] &= row[1:] != row[:-1]
+        out.append("".join(chars[k] for k in row[keep]))
+    return out
+
+
+def cer(pairs: list[tuple[str, str]]) -> float:
+    def dist(a: str, b: str) -> int:
+        prev = list(range(len(b) + 1))
+        for i, ca in enumerate(a, 1):
+            cur = [i]
+            for j, cb in enumerate(b, 1):
+                cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
+            prev = cur
+        return prev[-1]
+
+    errors = sum(dist(p, t) for p, t in pairs)
+    return errors / max(1, sum(len(t) for _, t in pairs))
+
+
+# -- the run -------------------------------------------------------------------------------------------
+
+def run(cfg: TrainConfig, log=print) -> Path:
+    import torch
+
+    from ..engines import ppocr
+    from . import graph
+
+    work = Path(cfg.workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    torch.set_num_threads(cfg.threads)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    models = ppocr.model_dir()
+    base_model = graph.load(models / ppocr.MODELS[cfg.base][1])
+    base_dict = graph.dictionary(models / ppocr.MODELS[cfg.base][2])
+    chars = charset(base_dict)
+    pos = {c: i for i, c in enumerate(base_dict)}
+    keep = [0] + [pos[c] + 1 for c in chars] + [len(base_dict) + 1]
+    index = {c: i + 1 for i, c in enumerate(chars)}
+    index[" "] = len(chars) + 1
+    decode_chars = ["", *chars, " "]
+    template = graph.adapt(base_model, cfg.height, keep)
+    model = graph.GraphModule(template).to(device)
+    model.eval()  # BatchNorm's statistics stay as shipped; no dropout in this graph
+    opt = torch.optim.AdamW([p for p in model.parameters()], lr=cfg.lr, weight_decay=0.0)
+    ctc = torch.nn.CTCLoss(blank=0, zero_infinity=True)
+    state = {"lines": 0, "shard": 0, "step": 0, "wall": 0.0}
+    ckpt = work / "ckpt.pt"
+    if ckpt.exists():
+        saved = torch.load(ckpt, map_location=device, weights_only=False)
+        model.load_state_dict(saved["model"])
+        opt.load_state_dict(saved["opt"])
+        state = saved["state"]
+        log(f"resumed at {state['lines']} lines (shard {state['shard']})")
+    (work / "config.json").write_text(json.dumps(asdict(cfg), indent=1))
+    (work / "dict.txt").write_text("\n".join(chars) + "\n", encoding="utf-8")
+    (work / "rec.json").write_text(json.dumps({"height": cfg.height, "width_scale": cfg.width_scale}) + "\n")
+
+    total_shards = state["shard"] + int(math.ceil((cfg.lines - state["lines"]) / max(1, 40 * cfg.pages_per_shard)
+                                                  / cfg.passes)) + 4
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_generate, args=(str(work), cfg.seed, state["shard"] + k, cfg.generators,
+                                                  total_shards * 4, cfg.pages_per_shard, cfg.height, cfg.detector,
+                                                  cfg.sources, cfg.width_scale),
+                         daemon=True)
+             for k in range(cfg.generators)]
+    eval_dir = work / "eval"
+    evalset = []
+    for i in range(max(1, cfg.eval_pages // cfg.pages_per_shard)):
+        make_shard(eval_dir, cfg.seed + EVAL_SEED, i, cfg.pages_per_shard, cfg.height, cfg.detector, cfg.sources,
+                   cfg.width_scale)
+        evalset += _wait_shard(eval_dir, i, [])
+    evalset = [(im, t) for im, t in evalset if encode(t, index) is not None]
+    for p in procs:
+        p.start()
+
+    def evaluate() -> float:
+        pairs = []
+        with torch.no_grad():
+            order = sorted(range(len(evalset)), key=lambda k: evalset[k][0].shape[1])
+            for s in range(0, len(order), 32):
+                chunk = [evalset[k] for k in order[s:s + 32]]
+                out = model(batch_tensor([im for im, _ in chunk], cfg.height).to(device))
+                pairs += list(zip(greedy(out, decode_chars), [t for _, t in chunk]))
+        return cer(pairs)
+
+    def checkpoint(eval_cer: float) -> None:
+        tmp = work / ".ckpt.pt.tmp"
+        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "state": state}, tmp)
+        tmp.replace(ckpt)
+        graph.export(model, template, work / "rec.onnx")
+        graph.export(model, template, work / "snapshots" / f"rec-{state['lines']:07d}.onnx")
+        with open(work / "log.jsonl", "a") as fh:
+            fh.write(json.dumps({**state, "eval_cer": round(eval_cer, 5)}) + "\n")
+        log(f"lines {state['lines']:>7}  eval CER {eval_cer:.4f}  wall {state['wall']:.0f} s")
+
+    if state["lines"] == 0:
+        checkpoint(evaluate())
+    seen: list = []  # crops of earlier shards, for replay
+    rng = random.Random(f"{cfg.seed}/train/{state['shard']}")
+    for i in range(max(0, state["shard"] - 4), state["shard"]):
+        seen += _wait_shard(work, i, procs)
+    next_eval = (state["lines"] // cfg.eval_every + 1) * cfg.eval_every
+    try:
+        while state["lines"] < cfg.lines:
+            shard = [(im, t) for im, t in _wait_shard(work, state["shard"], procs) if encode(t, index) is not None]
+            t0 = time.time()
+            # this shard's crops, PASSES times, and a REPLAY share of earlier ones, in batches of lines of
+            # similar width (little padding), the batches in random order
+            items = shard * cfg.passes
+            if seen:
+                items += rng.sample(seen, min(len(seen), int(len(items) * cfg.replay / (1 - cfg.replay))))
+            items.sort(key=lambda it: it[0].shape[1] * (1 + 0.1 * rng.random()))
+            batches = [items[s:s + cfg.batch] for s in range(0, len(items), cfg.batch)]
+            rng.shuffle(batches)
+            losses = []
+            for b in batches:
+                if state["lines"] >= cfg.lines:
+                    break
+                b = [(im, t) for im, t in b if len(t) <= im.shape[1] // 8 - 1]
+                if not b:
+                    continue
+                x = batch_tensor([im for im, _ in b], cfg.height).to(device)
+                labels = [encode(t, index) for _, t in b]
+                lr = cfg.lr * min(1.0, (state["lines"] + 1) / cfg.warmup) * \
+                    (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, state["lines"] / cfg.lines))))
+                for g in opt.param_groups:
+                    g["lr"] = lr
+                logits = model(x)
+                logp = logits.log_softmax(-1).permute(1, 0, 2)  # (T, N, C)
+                T = logp.shape[0]
+                loss = ctc(logp, torch.tensor([k for lab in labels for k in lab], dtype=torch.long),
+                           torch.full((len(b),), T, dtype=torch.long),
+                           torch.tensor([len(lab) for lab in labels], dtype=torch.long))
+                opt.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+                opt.step()
+                losses.append(loss.item())
+                state["lines"] += len(b)
+                state["step"] += 1
+                if state["step"] % 50 == 0:
+                    log(f"  step {state['step']} lines {state['lines']} loss {loss.item():.3f} lr {lr:.2e}")
+            state["wall"] += time.time() - t0
+            state["loss"] = round(float(np.mean(losses)), 4) if losses else None
+            seen = (seen + shard)[-20000:]
+            state["shard"] += 1
+            if state["lines"] >= next_eval or state["lines"] >= cfg.lines:
+                checkpoint(evaluate())
+                next_eval += cfg.eval_every
+    finally:
+        for p in procs:
+            p.terminate()
+    return work / "rec.onnx"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m ocrbatch.training", description=__doc__.split("\n\n")[0])
+    ap.add_argument("workdir")
+    for f, v in asdict(TrainConfig(workdir="")).items():
+        if f != "workdir":
+            ap.add_argument(f"--{f.replace('_', '-')}", type=type(v), default=v)
+    args = ap.parse_args(argv)
+    cfg = TrainConfig(**vars(args))
+    run(cfg, log=lambda s: print(s, flush=True))
+    return 0

@@ -188,7 +188,8 @@ def test_model_size_and_threshold_are_one_row_each_with_variable_and_converter_k
     with Converter(reread_below=1.0) as conv:
         conv.convert(tmp_path / "page.png", out)
     row = manifest(out)[-1]
-    assert row["engine"] == "rapidocr/ppocrv6-auto@1"  # a rerun at another threshold reads the page again
+    # a rerun at another threshold reads the page again
+    assert row["engine"].startswith("rapidocr/ppocrv6-auto") and row["engine"].endswith("@1")
     assert row["info"]["confidence"]["reread"] == row["info"]["confidence"]["lines"] >= 1
     with Converter.from_env({"OCRBATCH_REREAD_BELOW": "0"}) as conv:
         conv.convert(tmp_path / "page.png", out)

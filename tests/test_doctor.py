@@ -42,7 +42,7 @@ def test_doctor_json_reports_the_install_and_exits_0(tmp_path):
     assert checks["python"]["version"] == platform.python_version()
     assert checks["rapidocr"]["ok"] is True and "works" in checks["rapidocr"]["detail"]
     # which heads run (--script): by default the Latin head reads, the full head reads again
-    assert checks["rapidocr"]["heads"] == "tiny-latin reads every line, small unsure ones again"
+    assert checks["rapidocr"]["heads"] == "doc reads every line, small unsure ones again"
     assert checks["rapidocr"]["heads"] in checks["rapidocr"]["detail"]
     assert checks["fake"]["ok"] is True
     assert isinstance(checks["deepseek-ocr2"]["ok"], bool) and checks["deepseek-ocr2"]["detail"]

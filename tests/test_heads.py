@@ -16,8 +16,8 @@ pytest.importorskip("onnx")
 from ocrbatch.config import OPTION, EngineOptions  # noqa: E402
 from ocrbatch.engines import heads, ppocr, runtimes  # noqa: E402
 from ocrbatch.engines.cascade import Reading  # noqa: E402
-from ocrbatch.engines.rapid import (PROFILES, RapidOcrEngine, heads_for, needs_second_reading,  # noqa: E402
-                                    other_script)
+from ocrbatch.engines.rapid import (PROFILES, Profile, RapidOcrEngine, heads_for,  # noqa: E402
+                                    needs_second_reading, other_script)
 from ocrbatch.records import PageImage  # noqa: E402
 
 LATIN_LINE = "Invoice 2041: total due 1,234.56 (see p. 3)"
@@ -89,8 +89,12 @@ def test_a_damaged_cached_head_is_rebuilt_never_loaded(tmp_path, tiny, damage):
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 
 
+TINY_FIRST = Profile("small", "tiny", "small")  # the cascade with the wheel's tiny reading first (--script's heads)
+
+
 def test_the_engine_derives_its_latin_head_in_the_user_cache_and_reuses_it(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setitem(PROFILES, "auto", TINY_FIRST)
     calls: list = []
     real = heads.derive
     monkeypatch.setattr(heads, "derive", lambda *a: (calls.append(a[1]), real(*a)))
@@ -167,7 +171,7 @@ def test_a_free_input_height_needs_the_specs(tmp_path):
 def test_script_is_one_option_row_and_picks_the_heads():
     row = OPTION["script"]
     assert row.choices == ("auto", "latin", "all") and row.default == "auto" and row.env == "OCRBATCH_SCRIPT"
-    auto = PROFILES["auto"]
+    auto = TINY_FIRST
     assert heads_for(auto, "auto", cascade=True) == ("tiny-latin", "small")  # full head reads again
     assert heads_for(auto, "auto", cascade=False) == ("tiny", "small")  # no second reader: the full head
     assert heads_for(auto, "latin", cascade=True) == ("tiny-latin", "small-latin")
@@ -178,6 +182,7 @@ def test_script_is_one_option_row_and_picks_the_heads():
 
 def test_script_is_honoured_by_the_engine_and_its_identity(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setitem(PROFILES, "auto", TINY_FIRST)
     seen = {}
     for script in ("auto", "latin", "all"):
         engine = RapidOcrEngine(EngineOptions(model_size="auto", script=script))

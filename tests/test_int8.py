@@ -81,6 +81,9 @@ def test_the_engine_refuses_to_run_a_damaged_file_it_did_not_check(tmp_path, tin
     assert path.parent == tmp_path / "ocrbatch" / "int8"
     path.write_bytes(b"not a model")  # damaged after it was built
     monkeypatch.setattr(int8, "quantize_recognizer", _copy_build(calls))
+    from ocrbatch.engines.rapid import PROFILES, Profile
+
+    monkeypatch.setitem(PROFILES, "tiny", Profile("tiny", "tiny", "small"))  # the wheel's tiny reads first
     engine = RapidOcrEngine(EngineOptions(model_size="tiny", reread_below=0.0, int8=True))
     engine.load("cpu")
     engine.close()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Sequence
 
@@ -52,22 +53,39 @@ class RecSpec:
     head: str | None = None
     height: int | None = None
     latin: bool = False
+    width_scale: float = 1.0  # crops widened by this past their aspect: the width the model was trained at
+    full: str | None = None  # a Latin-only reader's stand-in under --script all: the full-head recognizer's name
 
     @property
     def latin_only(self) -> bool:
         return self.latin or self.head == "latin"
 
 
-# The recognizers, by name. A packaged one is one more row, e.g. (the height comes from the file):
-#     "doc": RecSpec(PACKAGE_MODELS / "rec_doc/rec.onnx", PACKAGE_MODELS / "rec_doc/dict.txt", latin=True),
-# and a profile in rapid.PROFILES naming "doc". `<name>-latin` is the one --script latin|auto picks for <name>.
+# The recognizers, by name; a packaged one is one more row (its height comes from its file), and a profile in
+# rapid.PROFILES naming it. `<name>-latin` is the one --script latin|auto picks for <name>.
 PACKAGE_MODELS = Path(__file__).resolve().parent.parent / "models"
+# rec_doc (models/rec_doc/MODEL_CARD.md): tiny's network fine-tuned here on lines of pages the project draws, at
+# 32 rows with a Latin head, on crops widened by DOC_WIDTH_SCALE (at 32 rows a letter is two CTC frames wide,
+# too few to put a blank between two like letters; widened, the untrained 32-row model's dev CER fell from
+# 0.045 to 0.033, at 0.47 of tiny's recognizer CPU at 48 rows).
+DOC_WIDTH_SCALE = 1.25
 RECOGNIZERS = {
+    "doc": RecSpec(PACKAGE_MODELS / "rec_doc" / "rec.onnx", PACKAGE_MODELS / "rec_doc" / "dict.txt", latin=True,
+                   width_scale=DOC_WIDTH_SCALE, full="tiny"),
     "tiny": RecSpec(MODELS["tiny"][1], MODELS["tiny"][2]),
     "small": RecSpec(MODELS["small"][1], MODELS["small"][2]),
     "tiny-latin": RecSpec(MODELS["tiny"][1], MODELS["tiny"][2], head="latin"),
     "small-latin": RecSpec(MODELS["small"][1], MODELS["small"][2], head="latin"),
 }
+
+
+@lru_cache(maxsize=8)
+def model_digest(name: str) -> str:
+    """The first 8 hex digits of a packaged recognizer's sha256: in the engine's identity, so pages read with
+    an earlier version of the model are read again."""
+    import hashlib
+
+    return hashlib.sha256(Path(RECOGNIZERS[name].model).read_bytes()).hexdigest()[:8]
 
 
 def input_height(path: Path) -> int | None:
@@ -409,12 +427,12 @@ def _warp(bgr: np.ndarray, quad: np.ndarray, w: int, h: int) -> np.ndarray:
 # -- recognition --------------------------------------------------------------------------------
 
 def recognizer_input(crops: Sequence[np.ndarray], size_for=OnnxRuntimeModel.size_for,
-                     height: int = REC_HEIGHT) -> np.ndarray:
+                     height: int = REC_HEIGHT, width_scale: float = 1.0) -> np.ndarray:
     """A batch of line crops (BGR uint8) as the recognizer's input, each scaled to its `height` rows (crops come
     at the tallest loaded recognizer's height), padded to the widest (rounded up by `size_for`, the runtime's)
     with each line's own last column: the line runs on in its own background, where mid-grey padding would read
     as more ink (engines/runtimes.py)."""
-    crops = [fit_height(c, height) for c in crops]
+    crops = [fit_height(c, height, width_scale) for c in crops]
     width = size_for(max(c.shape[1] for c in crops), REC_STRIDE)
     x = np.empty((len(crops), 3, height, width), np.float32)
     for i, c in enumerate(crops):
@@ -424,11 +442,12 @@ def recognizer_input(crops: Sequence[np.ndarray], size_for=OnnxRuntimeModel.size
     return x
 
 
-def fit_height(crop: np.ndarray, height: int) -> np.ndarray:
-    """`crop` scaled to `height` rows, its aspect kept (as it is when it has them already)."""
-    if crop.shape[0] == height:
+def fit_height(crop: np.ndarray, height: int, width_scale: float = 1.0) -> np.ndarray:
+    """`crop` scaled to `height` rows, its aspect kept (as it is when it has them already), its width times
+    `width_scale`."""
+    if crop.shape[0] == height and width_scale == 1.0:
         return crop
-    width = max(1, int(math.ceil(crop.shape[1] * height / crop.shape[0])))
+    width = max(1, int(math.ceil(crop.shape[1] * height / crop.shape[0] * width_scale)))
     return cv2.resize(crop, (width, height), interpolation=cv2.INTER_AREA if crop.shape[0] > height
                       else cv2.INTER_LINEAR)
 
@@ -440,9 +459,10 @@ class Recognizer:
 
     height = REC_HEIGHT  # the model's input height, rows
     name = ""  # its key in RECOGNIZERS
+    width_scale = 1.0  # RecSpec.width_scale
 
     def __init__(self, model: Model, classes: Sequence[str] | Path, height: int = REC_HEIGHT,
-                 name: str = "") -> None:
+                 name: str = "", width_scale: float = 1.0) -> None:
         self.model = model
         if isinstance(classes, Path):
             classes = ["<blank>", *classes.read_text(encoding="utf-8").splitlines(), " "]
@@ -450,19 +470,21 @@ class Recognizer:
         self.space = len(self.chars) - 1
         self.height = height
         self.name = name
+        self.width_scale = width_scale
 
     def __call__(self, crops: Sequence[np.ndarray]) -> list[tuple[str, float]]:
         return [(r.text, r.score) for r in self.read(crops)]
 
     def read(self, crops: Sequence[np.ndarray]) -> list[Reading]:
         """Each crop's reading, with how sure the model was of each character it emitted."""
-        x = recognizer_input(crops, self.model.size_for, self.height)
+        x = recognizer_input(crops, self.model.size_for, self.height, self.width_scale)
         probs = self.model(x)
         idx = probs.argmax(axis=2)
         best = np.take_along_axis(probs, idx[:, :, None], axis=2)[:, :, 0]
         space = probs[:, :, self.space]
         return [self._decode(idx[i], best[i], space[i],
-                             int(math.ceil(c.shape[1] * self.height / c.shape[0] / REC_STRIDE)) + 1)
+                             int(math.ceil(c.shape[1] * self.height / c.shape[0] * self.width_scale
+                                           / REC_STRIDE)) + 1)
                 for i, c in enumerate(crops)]
 
     SPACE_HINT = 0.1

@@ -38,6 +38,7 @@ import re
 import unicodedata
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Hashable, Sequence
 
 from ..confidence import recognizer
@@ -69,8 +70,8 @@ class Profile:
 # unsure ones. `make bench`'s other profiles are these with options: tiny alone is `tiny --reread-below 0`.
 AUTO_DETECTOR = "small"
 PROFILES = {
-    "auto": Profile(AUTO_DETECTOR, "tiny", "small"),
-    "tiny": Profile("tiny", "tiny", "small"),
+    "auto": Profile(AUTO_DETECTOR, "doc", "small"),
+    "tiny": Profile("tiny", "doc", "small"),
     "small": Profile("small", "small"),
 }
 REREAD_FLUSH = 16  # re-read pooled unsure lines (of any pages of the batch) once this many wait
@@ -94,6 +95,8 @@ def heads_for(profile: Profile, script: str, cascade: bool) -> tuple[str, str | 
 
     if script == "latin":
         return latin(profile.recognizer) or profile.recognizer, latin(profile.reread)
+    if script == "all":  # a Latin-only reader gives way to its full-head stand-in
+        return RECOGNIZERS[profile.recognizer].full or profile.recognizer, profile.reread
     if script == "auto" and cascade:
         return latin(profile.recognizer) or profile.recognizer, profile.reread
     return profile.recognizer, profile.reread
@@ -214,7 +217,8 @@ class RapidOcrEngine(Engine):
             runtime = "onnxruntime"  # the int8 copies are onnxruntime's quantized format, measured on it
         from .runtimes import load
 
-        return ppocr.Recognizer(load(model, runtime, self.workers), classes, height, name)
+        return ppocr.Recognizer(load(model, runtime, self.workers), classes, height, name,
+                                ppocr.RECOGNIZERS[name].width_scale)
 
     def close(self) -> None:
         pool = getattr(self, "_pool", None)
@@ -231,7 +235,12 @@ class RapidOcrEngine(Engine):
         size = self.options.model_size
         cascade = PROFILES.get(size, Profile("", "")).reread is not None
         script = self.options.script
-        return (f"{self.name}/ppocrv6-{size}" + (f"@{self.options.reread_below:g}" if cascade else "")
+        first = PROFILES[size].recognizer if size in PROFILES else ""
+        from . import ppocr
+
+        trained = f"+{first}-{ppocr.model_digest(first)}" if first in ppocr.RECOGNIZERS and \
+            Path(ppocr.RECOGNIZERS[first].model).is_absolute() and script != "all" else ""
+        return (f"{self.name}/ppocrv6-{size}" + trained + (f"@{self.options.reread_below:g}" if cascade else "")
                 + ("-int8" if self.options.int8 else "") + (f"-{script}" if script != "auto" else ""))
 
     def describe(self) -> dict[str, Any]:

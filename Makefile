@@ -82,8 +82,8 @@ mutants: $(VENV)/.test
 	$(BIN)/python scripts/mutation_check.py
 
 # The document recognizer's fine-tune (ocrbatch/models/rec_doc/MODEL_CARD.md): pages drawn here, cut by the detector,
-# CTC from the shipped tiny weights; checkpoints in TRAIN_DIR, and a rerun resumes there. About 90 minutes on 2
-# cores for the shipped 30,000 lines; a CUDA GPU is used when there is one. `make train-deps` first installs the
+# CTC from the shipped tiny weights; checkpoints in TRAIN_DIR, and a rerun resumes there. About 25 minutes on 2
+# cores for the shipped 24,000 lines; a CUDA GPU is used when there is one. `make train-deps` first installs the
 # Debian fonts, word lists and manual pages it draws from (without them it draws with Pillow's font alone).
 TRAIN_DIR ?= build/train-rec
 TRAIN_ARGS ?= --lines 24000 --seed 0

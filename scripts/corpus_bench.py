@@ -49,11 +49,16 @@ SCORER = ROOT / "bench" / "score.py"  # a copy of ../shared/bench/score.py, so t
 PROFILES = (
     ("auto (default)", []),
     ("tiny alone", ["--model-size", "tiny", "--reread-below", "0"]),
+    # the same with the wheel's tiny recognizer reading first instead of the document recognizer (models/rec_doc)
+    ("auto --script all", ["--script", "all"]),
     ("tiny", ["--model-size", "tiny"]),
     ("small", ["--model-size", "small"]),
     # the same on onnxruntime, the runtime where OpenVINO is not installed (engines/runtimes.py)
     ("auto onnxruntime", ["--runtime", "onnxruntime"]),
     ("tiny alone onnxruntime", ["--model-size", "tiny", "--reread-below", "0", "--runtime", "onnxruntime"]),
+    ("auto onnxruntime --script all", ["--runtime", "onnxruntime", "--script", "all"]),
+    ("tiny alone onnxruntime --script all", ["--model-size", "tiny", "--reread-below", "0", "--runtime", "onnxruntime",
+                                             "--script", "all"]),
     ("small onnxruntime", ["--model-size", "small", "--runtime", "onnxruntime"]),
     ("auto int8", ["--int8"]),
     ("small int8", ["--model-size", "small", "--int8"]),

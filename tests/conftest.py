@@ -87,10 +87,11 @@ def rapid():
     e.close()
 
 
-def raw_pdf(objects: list[bytes], trailer: bytes = b"") -> bytes:
+def raw_pdf(objects: list[bytes], trailer: bytes = b"", pad: int = 0) -> bytes:
     """A PDF file of these object bodies (numbered from 1; object 1 the catalog) with a correct xref table;
-    `trailer` adds entries to the trailer dictionary (e.g. /Encrypt)."""
-    out = bytearray(b"%PDF-1.4\n")
+    `trailer` adds entries to the trailer dictionary (e.g. /Encrypt); `pad` bytes of comment make the file that
+    much larger."""
+    out = bytearray(b"%PDF-1.4\n" + (b"%" + b"x" * pad + b"\n" if pad else b""))
     offsets = []
     for n, body in enumerate(objects, 1):
         offsets.append(len(out))

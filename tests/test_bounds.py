@@ -16,7 +16,7 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-from conftest import draw_page, manifest, save_pdf
+from conftest import draw_page, manifest, raw_pdf, save_pdf
 
 BOUND_S = 120  # every run's own bound: a hang is a failure
 
@@ -31,17 +31,8 @@ def errors(p: subprocess.CompletedProcess) -> list[str]:
 
 
 def pdf(*objects: bytes, pad: int = 0) -> bytes:
-    """A PDF of these objects (1 0 obj, 2 0 obj...; the first the catalog), with its xref; `pad` bytes of comment
-    make it that much larger."""
-    out = b"%PDF-1.4\n" + b"%" + b"x" * pad + b"\n" if pad else b"%PDF-1.4\n"
-    offsets = []
-    for i, body in enumerate(objects, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % i + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
-    return out + b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    """A PDF of these objects (the first the catalog), with its xref; `pad` bytes of comment make it larger."""
+    return raw_pdf(list(objects), pad=pad)
 
 
 def loop_pdf(count: int, pad: int = 360) -> bytes:

@@ -83,18 +83,25 @@ def adapt(model: onnx.ModelProto, height: int, keep: Sequence[int] | None) -> on
     return m
 
 
+# the last node of each model kind, whose input (the logits) the module returns
+HEADS = ("Softmax", "Sigmoid")
+
+
 class GraphModule(torch.nn.Module):
-    """Runs an ONNX recognizer graph with torch operators; returns the output layer's logits (no Softmax)."""
+    """Runs an ONNX graph (a PP-OCR recognizer or detector) with torch operators; returns the logits: the input
+    of the recognizer's Softmax (per frame, per class) or of the detector's Sigmoid (per pixel)."""
 
     def __init__(self, model: onnx.ModelProto) -> None:
         super().__init__()
         g = model.graph
         self._nodes = []
         self._alias: dict[str, str] = {}
-        stats = set()
+        stats = set()  # tensors that are not weights: BatchNorm's statistics, Resize's scales
         for n in g.node:
             if n.op_type == "BatchNormalization":
                 stats.update(n.input[3:5])
+            elif n.op_type == "Resize":
+                stats.update(n.input[1:])
         self._names: dict[str, str] = {}  # initializer name -> attribute name
         for i, t in enumerate(g.initializer):
             arr = numpy_helper.to_array(t).copy()
@@ -113,8 +120,7 @@ class GraphModule(torch.nn.Module):
             self._nodes.append((n.op_type, [self._resolve(i) for i in n.input], n.output[0], attrs))
         self._input = g.input[0].name
         self._output = self._resolve(g.output[0].name)
-        # the logits: the Softmax's input
-        self._logits = next(ins[0] for op, ins, out, _ in self._nodes if op == "Softmax")
+        self._logits = next(ins[0] for op, ins, out, _ in self._nodes if op in HEADS)
 
     def _resolve(self, name: str) -> str:
         while name in self._alias:
@@ -129,7 +135,7 @@ class GraphModule(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         env = {self._input: x}
         for op, ins, out, a in self._nodes:
-            if op == "Softmax":
+            if op in HEADS:
                 break
             v = [self._get(env, i) for i in ins]
             env[out] = _OPS[op](v, a)
@@ -143,6 +149,9 @@ class GraphModule(torch.nn.Module):
 def _conv(v, a):
     pads = a.get("pads", [0, 0, 0, 0])
     x = v[0]
+    if a.get("auto_pad", b"NOTSET") in (b"SAME_UPPER", "SAME_UPPER"):  # stride 1: the padding at the end
+        k = a["kernel_shape"]
+        x, pads = F.pad(x, (0, k[1] - 1, 0, k[0] - 1)), [0, 0, 0, 0]
     if pads[0] != pads[2] or pads[1] != pads[3]:
         x = F.pad(x, (pads[1], pads[3], pads[0], pads[2]))
         pads = [0, 0, 0, 0]
@@ -162,6 +171,32 @@ def _pool(v, a):
     return F.avg_pool2d(x, (kh, kw), (kh, a["strides"][1]))
 
 
+def _max_pool(v, a):
+    k, s = a["kernel_shape"], a.get("strides", [1, 1])
+    x = v[0]
+    if a.get("auto_pad", b"NOTSET") in (b"SAME_UPPER", "SAME_UPPER"):  # the padding at the end (stride 1 here)
+        x = F.pad(x, (0, k[1] - 1, 0, k[0] - 1), value=float("-inf"))
+    elif any(a.get("pads", [0])):
+        p = a["pads"]
+        x = F.pad(x, (p[1], p[3], p[0], p[2]), value=float("-inf"))
+    return F.max_pool2d(x, k, s)
+
+
+def _resize(v, a):
+    if a.get("mode", b"nearest") not in (b"nearest", "nearest"):
+        raise ValueError("only nearest-neighbour Resize is supported")
+    scales = [float(f) for f in v[2].tolist()]
+    return F.interpolate(v[0], scale_factor=(scales[2], scales[3]), mode="nearest")
+
+
+def _conv_transpose(v, a):
+    p = a.get("pads", [0, 0, 0, 0])
+    if p[0] != p[2] or p[1] != p[3]:
+        raise ValueError("asymmetric ConvTranspose padding is not supported")
+    return F.conv_transpose2d(v[0], v[1], v[2] if len(v) > 2 else None, stride=a.get("strides", [1, 1]),
+                              padding=(p[0], p[1]), dilation=a.get("dilations", [1, 1]), groups=a.get("group", 1))
+
+
 _OPS = {
     "Conv": _conv,
     "BatchNormalization": _bn,
@@ -177,6 +212,12 @@ _OPS = {
     "Unsqueeze": lambda v, a: v[0].unsqueeze(a["axes"][0]),
     "Transpose": lambda v, a: v[0].permute(*a["perm"]),
     "MatMul": lambda v, a: v[0] @ v[1],
+    # the detector's
+    "MaxPool": _max_pool,
+    "Concat": lambda v, a: torch.cat(v, dim=a["axis"]),
+    "GlobalAveragePool": lambda v, a: v[0].mean(dim=(2, 3), keepdim=True),
+    "Resize": _resize,
+    "ConvTranspose": _conv_transpose,
 }
 
 

@@ -189,7 +189,8 @@ def _run_options(options: dict[str, Any]) -> dict[str, Any]:
              short_help="Convert documents to Markdown, a file per page.")
 @_with_options(config.RUN)
 def convert(inputs: list[str] = typer.Argument(..., metavar="INPUT...",
-                                              help="Files, folders, or - to read a list of paths from stdin."),
+                                              help="Files, folders, or - for stdin: a list of paths, or one "
+                                                   "document piped in."),
             *, options: dict[str, Any]) -> None:
     """Convert documents to Markdown: OUT/NAME.md per image, OUT/NAME/page-0001.md per PDF page.
     Every option can also be set by an OCRBATCH_* variable (OCRBATCH_ENGINE, OCRBATCH_MAX_BATCH, ...);

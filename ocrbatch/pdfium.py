@@ -53,6 +53,10 @@ class PdfHandle:
             return pypdfium2.PdfDocument(str(self.path))
         except pypdfium2.PdfiumError as exc:
             raise DecodeError(_why(exc)) from exc
+        except FileNotFoundError as exc:  # gone since it was found (an upload removed, a file moved)
+            raise DecodeError("cannot read: no such file (removed or moved since it was found)") from exc
+        except OSError as exc:
+            raise DecodeError(f"cannot read: {exc.strerror or exc}") from exc
 
     def _page(self, index: int) -> Any:
         """Page `index`, reopening the document every REOPEN_EVERY pages so its caches stay bounded."""

@@ -538,4 +538,9 @@ CONVERT += [
     Mutation("completion-any-shell", "ocrbatch/clihelp.py", "    if shell not in SHELLS:\n", "    if False:\n",
              (_HP + "test_completion_for_zsh_and_fish_or_a_clear_refusal",),
              "--show-completion tcsh prints something that is no tcsh script"),
+    Mutation("pdf-gone-raises-oserror", "ocrbatch/pdfium.py",
+             "        except FileNotFoundError as exc:  # gone since it was found",
+             "        except KeyError as exc:  # gone since it was found",
+             (_H + "test_a_pdf_gone_before_its_page_is_read_fails_that_page_in_one_line",),
+             "a PDF removed before its page is read logs a text-layer warning with a FileNotFoundError"),
 ]

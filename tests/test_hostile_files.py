@@ -236,3 +236,21 @@ def test_a_page_rendered_below_the_dpi_records_the_dpi_it_got(tmp_path, monkeypa
     assert rec["info"]["dpi_capped"] and rec["info"]["dpi"] == page["dpi"] < 150
     points = 1100 / 100 * 72  # the page's height in points (saved at 100 pixels an inch)
     assert abs(page["height"] / page["dpi"] * 72 - points) < 1.5  # pixels back to points, as a reader would
+
+
+def test_a_pdf_gone_before_its_page_is_read_fails_that_page_in_one_line(tmp_path, caplog):
+    """A PDF removed between discovery and decoding (an upload deleted, a file moved): its page fails with the
+    file's reason, as a failed decode does, and no warning about its text layer is logged on the way."""
+    from pathlib import PurePosixPath
+
+    from ocrbatch.pipeline import decode
+    from ocrbatch.records import Kind, PageRef, Source, Status
+
+    gone = tmp_path / "gone.pdf"
+    src = Source(gone, "gone.pdf", Kind.PDF, PurePosixPath("gone"), 1, 1, 1, False)
+    pdfs = decode.PdfCache(size=1)
+    with caplog.at_level("WARNING"):
+        result = decode.read_page(PageRef(src, 1), decode.DecodeSettings(dpi=150), pdfs)
+    pdfs.close()
+    assert result.status is Status.FAILED and "no such file" in result.error.lower() and "\n" not in result.error
+    assert not [r for r in caplog.records if "text layer" in r.getMessage()]

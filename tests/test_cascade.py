@@ -156,14 +156,15 @@ def test_a_failure_in_the_second_model_fails_only_its_page(engines):
     engine.load("cpu")
     real = engine._reread
 
-    def breaks_on_zebra(crops):
-        read = real(crops)
-        if any("Zebra" in text for text, _ in read):
-            raise RuntimeError("the second recognizer broke")
-        return read
+    class BreaksOnZebra:
+        def read(self, crops):
+            read = real.read(crops)
+            if any("Zebra" in r.text for r in read):
+                raise RuntimeError("the second recognizer broke")
+            return read
 
     try:
-        engine._reread = breaks_on_zebra
+        engine._reread = BreaksOnZebra()
         first = hard_page("Apples and pears", size=24, blur=0, ink=0)
         second = hard_page("Zebra crossing", size=24, blur=0, ink=0)
         outs = _read(engine, first, second)

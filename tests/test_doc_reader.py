@@ -55,7 +55,7 @@ def test_the_document_model_is_fed_its_files_height_and_crops_widened_by_its_wid
 
 def test_the_engine_reads_a_clean_line_with_it_and_script_all_takes_tinys_full_head():
     assert heads_for(PROFILES["auto"], "all", True) == ("tiny", "small")
-    assert heads_for(PROFILES["auto"], "auto", True) == ("doc", "small")
+    assert heads_for(PROFILES["auto"], "auto", True) == ("doc", "small-latin")
     assert heads_for(PROFILES["auto"], "latin", True)[0] == "doc"
     engine = RapidOcrEngine(EngineOptions(model_size="auto", runtime="onnxruntime"))
     engine.load("cpu")

@@ -41,8 +41,9 @@ def test_doctor_json_reports_the_install_and_exits_0(tmp_path):
     assert doc["ok"] is True
     assert checks["python"]["version"] == platform.python_version()
     assert checks["rapidocr"]["ok"] is True and "works" in checks["rapidocr"]["detail"]
-    # which heads run (--script): by default the Latin head reads, the full head reads again
-    assert checks["rapidocr"]["heads"] == "doc reads every line, small unsure ones again"
+    # which heads run (--script): by default Latin heads read and read again, the full head other scripts' lines
+    assert checks["rapidocr"]["heads"] == ("doc reads every line, small-latin unsure ones again, small those of "
+                                           "other scripts")
     assert checks["rapidocr"]["heads"] in checks["rapidocr"]["detail"]
     assert checks["fake"]["ok"] is True
     assert isinstance(checks["deepseek-ocr2"]["ok"], bool) and checks["deepseek-ocr2"]["detail"]

@@ -16,7 +16,7 @@ pytest.importorskip("onnx")
 from ocrbatch.config import OPTION, EngineOptions  # noqa: E402
 from ocrbatch.engines import heads, ppocr, runtimes  # noqa: E402
 from ocrbatch.engines.cascade import Reading  # noqa: E402
-from ocrbatch.engines.rapid import (PROFILES, Profile, RapidOcrEngine, heads_for,  # noqa: E402
+from ocrbatch.engines.rapid import (PROFILES, Profile, RapidOcrEngine, heads_for, other_reader,  # noqa: E402
                                     needs_second_reading, other_script)
 from ocrbatch.records import PageImage  # noqa: E402
 
@@ -172,7 +172,9 @@ def test_script_is_one_option_row_and_picks_the_heads():
     row = OPTION["script"]
     assert row.choices == ("auto", "latin", "all") and row.default == "auto" and row.env == "OCRBATCH_SCRIPT"
     auto = TINY_FIRST
-    assert heads_for(auto, "auto", cascade=True) == ("tiny-latin", "small")  # full head reads again
+    assert heads_for(auto, "auto", cascade=True) == ("tiny-latin", "small-latin")  # Latin heads, and
+    assert other_reader(auto, "auto", cascade=True) == "small"  # the full head for other scripts' lines
+    assert other_reader(auto, "latin", cascade=True) is None and other_reader(auto, "all", cascade=True) is None
     assert heads_for(auto, "auto", cascade=False) == ("tiny", "small")  # no second reader: the full head
     assert heads_for(auto, "latin", cascade=True) == ("tiny-latin", "small-latin")
     assert heads_for(auto, "all", cascade=True) == ("tiny", "small")
@@ -189,7 +191,7 @@ def test_script_is_honoured_by_the_engine_and_its_identity(tmp_path, monkeypatch
         engine.load("cpu")
         seen[script] = engine.device_facts()["heads"], engine.identity()
         engine.close()
-    assert seen["auto"][0] == "tiny-latin reads every line, small unsure ones again"
+    assert seen["auto"][0] == "tiny-latin reads every line, small-latin unsure ones again, small those of other scripts"
     assert seen["latin"][0] == "tiny-latin reads every line, small-latin unsure ones again"
     assert seen["all"][0] == "tiny reads every line, small unsure ones again"
     assert len({identity for _, identity in seen.values()}) == 3  # a rerun never mixes them
@@ -292,6 +294,26 @@ def test_the_script_check_alone_sends_a_cjk_line_read_by_the_latin_head_to_the_f
         engine.close()
     assert CJK_LINE in out.markdown and LATIN_ON_CJK_PAGE in out.markdown
     assert out.info["confidence"]["reread"] == 1  # the CJK line only
+
+
+def test_the_full_head_is_loaded_at_the_first_line_of_another_script_and_never_for_latin_pages(tmp_path, monkeypatch):
+    """By default the cascade's second reader has a Latin head too (a fifth of the small model's cost is its full
+    output layer); the full head is loaded only when a line looks like another script, and reads it."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    engine = RapidOcrEngine(EngineOptions())
+    engine.load("cpu")
+    try:
+        assert engine._reread.name.endswith("-latin") and engine._other is None
+        latin = Image.new("RGB", (900, 90), "white")
+        ImageDraw.Draw(latin).text((30, 25), "Invoice 2041 total due 1,234.56 EUR", fill="black",
+                                   font=ImageFont.load_default(size=30))
+        out = engine.infer([PageImage(ref=None, image=latin)])[0]  # type: ignore[arg-type]
+        assert "Invoice" in out.markdown and engine._other is None  # a Latin page: never loaded
+        out = engine.infer([PageImage(ref=None, image=cjk_page())])[0]  # type: ignore[arg-type]
+        assert CJK_LINE in out.markdown and LATIN_ON_CJK_PAGE in out.markdown
+        assert engine._other is not None and not engine._other.name.endswith("-latin")
+    finally:
+        engine.close()
 
 
 def test_a_packaged_latin_only_first_reader_gets_the_script_check_too(monkeypatch):

@@ -7,9 +7,10 @@ has) are read again by the small recognizer, whose reading the page keeps. Measu
 the stress set (notes: issue 26), that keeps small's accuracy goals while the small recognizer reads about a
 quarter of the lines; keeping the higher-scored of the two readings instead did worse, as the two models'
 scores are not on one scale.
-By default (`--script auto`) the tiny recognizer reads with a Latin output head (engines/heads.py: its output layer
-sliced to charsets/latin.txt, 730 of its 6,906 classes), and the full-head small one also reads again the lines
-that look like another script (other_script). Every recognizer reads crops scaled to its model's own input height
+By default (`--script auto`) both recognizers of the cascade read with a Latin output head (engines/heads.py: the
+output layer sliced to charsets/latin.txt; the small one's 120 x 18,710 layer is a fifth of its cost), and the lines
+that look like another script (other_script) are read by the small one's full head instead, loaded at the first
+such line (other_reader). Every recognizer reads crops scaled to its model's own input height
 (ppocr.RECOGNIZERS); crops are cut at the taller reader's.
 `--model-size small` reads every line with the small models; `--model-size tiny` also detects with the
 tiny detector (fastest; `--reread-below 0` makes it tiny alone). `--int8` swaps in static int8 copies of
@@ -35,6 +36,7 @@ Recognition batches hold lines of similar width from several pages, so a batch p
 from __future__ import annotations
 
 import re
+import threading
 import unicodedata
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -78,16 +80,18 @@ REREAD_FLUSH = 16  # re-read pooled unsure lines (of any pages of the batch) onc
 LATIN = "-latin"  # a recognizer's name + this: the same model with the Latin head (ppocr.RECOGNIZERS)
 
 
-def heads_line(reads: str | None, reads_again: str | None) -> str:
-    """The recognizers that run, for the run's facts and doctor: "tiny-latin reads every line, small unsure ones"."""
-    return f"{reads} reads every line" + (f", {reads_again} unsure ones again" if reads_again else "")
+def heads_line(reads: str | None, reads_again: str | None, other: str | None = None) -> str:
+    """The recognizers that run, for the run's facts and doctor: "doc reads every line, small-latin unsure ones
+    again, small those of other scripts"."""
+    return (f"{reads} reads every line" + (f", {reads_again} unsure ones again" if reads_again else "")
+            + (f", {other} those of other scripts" if other else ""))
 
 
 def heads_for(profile: Profile, script: str, cascade: bool) -> tuple[str, str | None]:
     """The recognizers (names in ppocr.RECOGNIZERS) that read every line and that read lines again, for --script:
-    `latin` takes the Latin head of each (where it has one), `all` the full heads; `auto` the Latin head for
-    the first reader of a cascade only (`cascade`: a second reader is loaded), whose full-head second reader
-    reads again the lines of other scripts (needs_second_reading), so such lines still come out right."""
+    `latin` takes the Latin head of each (where it has one), `all` the full heads; `auto` the Latin heads of a
+    cascade (`cascade`: a second reader is loaded), whose lines of other scripts go to the second reader's full
+    head (other_reader), so such lines still come out right; without a cascade, the full head."""
     from .ppocr import RECOGNIZERS
 
     def latin(name: str | None) -> str | None:
@@ -98,8 +102,16 @@ def heads_for(profile: Profile, script: str, cascade: bool) -> tuple[str, str | 
     if script == "all":  # a Latin-only reader gives way to its full-head stand-in
         return RECOGNIZERS[profile.recognizer].full or profile.recognizer, profile.reread
     if script == "auto" and cascade:
-        return latin(profile.recognizer) or profile.recognizer, profile.reread
+        return latin(profile.recognizer) or profile.recognizer, latin(profile.reread)
     return profile.recognizer, profile.reread
+
+
+def other_reader(profile: Profile, script: str, cascade: bool) -> str | None:
+    """The full-head recognizer that reads the lines of other scripts (other_script) where both readers of the
+    cascade have Latin heads (`--script auto`): the second reader's own full head. None where the second reader
+    has its full head already, or --script says Latin or all."""
+    reread = heads_for(profile, script, cascade)[1]
+    return profile.reread if script == "auto" and cascade and reread != profile.reread else None
 
 
 MAX_THREADS = 8
@@ -128,6 +140,7 @@ class _Page:
     texts: list = field(default_factory=list)
     scores: list = field(default_factory=list)
     reread: list = field(default_factory=list)  # lines read again by the second recognizer (append: thread-safe)
+    other: set = field(default_factory=set)  # lines that look like another script: for the full head
     error: Exception | None = None  # this page failed (detection or recognition); its neighbours go on
 
 
@@ -152,7 +165,8 @@ class RapidOcrEngine(Engine):
         # --script auto takes the Latin head where it can be derived here (the onnx package), else the full heads
         script = "all" if self.options.script == "auto" and not can_derive() else self.options.script
         rec, reread = heads_for(profile, script, cascade)
-        specs = [ppocr.RECOGNIZERS[n] for n in (rec, reread) if n is not None]
+        other = other_reader(profile, script, cascade)
+        specs = [ppocr.RECOGNIZERS[n] for n in (rec, reread, other) if n is not None]
         files = [ppocr.MODELS[det][0], *(f for spec in specs for f in (spec.model, spec.dictionary))]
         for name in files:
             if not (models / name).is_file():
@@ -186,9 +200,14 @@ class RapidOcrEngine(Engine):
         self._det, self._rec, self._reread = loaded["det"], loaded["rec"], loaded["reread"]
         # crops are cut at the taller reader's height; each recognizer scales them to its own
         self._crop_height = max(r.height for r in (self._rec, self._reread) if r is not None)
-        # a Latin head reads first and the full head again: lines of other scripts go to the second
+        # a Latin head reads first and a full head again: lines of other scripts go to it (the second reader, or
+        # its full head where it has a Latin one too: loaded at the first such line, so Latin pages never load it)
+        self._other_name = other
+        self._other = None
+        self._other_lock = threading.Lock()
+        self._models = models
         self._script_check = cascade and ppocr.RECOGNIZERS[rec].latin_only \
-            and not ppocr.RECOGNIZERS[reread].latin_only
+            and (other is not None or not ppocr.RECOGNIZERS[reread].latin_only)
         self._cls = ppocr.OrientationClassifier(loaded["cls"]) if loaded["cls"] is not None else None
         self._size = size
         self._reread_below = self.options.reread_below
@@ -254,7 +273,8 @@ class RapidOcrEngine(Engine):
         rec = getattr(self, "_rec", None)
         return {"threads": self.workers, "recognizers": getattr(self, "variant", "float32"), "reread_by": reread_by,
                 "runtime": f"{rec.model.runtime} {rec.model.precision}" if rec is not None else None,
-                "heads": heads_line(getattr(rec, "name", None), getattr(reread, "name", None))}
+                "heads": heads_line(getattr(rec, "name", None), getattr(reread, "name", None),
+                                    getattr(self, "_other_name", None))}
 
     # -- one batch -----------------------------------------------------------------------------
     def stats(self) -> RunnerStats:
@@ -378,23 +398,45 @@ class RapidOcrEngine(Engine):
             states[i].texts[j], states[i].scores[j] = reading.text, reading.score
         if self._reread is None:
             return []
-        return [ij for ij, reading in zip(chunk, results)
-                if needs_second_reading(reading, self._reread_below)
-                or (self._script_check and other_script(reading))]
+        again = []
+        for (i, j), reading in zip(chunk, results):
+            other = self._script_check and other_script(reading)
+            if other and self._other_name is not None:
+                states[i].other.add(j)  # for the full head (set.add: thread-safe)
+            if other or needs_second_reading(reading, self._reread_below):
+                again.append((i, j))
+        return again
 
     def _read_again(self, states: list[_Page], chunk: list[tuple[int, int]]) -> list[tuple[int, int]]:
-        """Read the chunk's unsure lines with the second recognizer and keep the better reading of each."""
+        """Read the chunk's unsure lines with the second recognizer and keep the better reading of each; lines of
+        another script (the first reading's look, or the second's) with the full head, where the second has a
+        Latin one."""
         chunk = [ij for ij in chunk if states[ij[0]].error is None]
+        latin = [ij for ij in chunk if ij[1] not in states[ij[0]].other]
         try:
-            results = self._reread([states[i].crops[j] for i, j in chunk]) if chunk else []
+            results = self._reread.read([states[i].crops[j] for i, j in latin]) if latin else []
+            full = [ij for ij in chunk if ij[1] in states[ij[0]].other]
+            if self._other_name is not None:
+                full += [ij for ij, r in zip(latin, results) if other_script(r)]
+            seconds = dict(zip(latin, results))
+            if full:
+                seconds.update(zip(full, self._full_head().read([states[i].crops[j] for i, j in full])))
+            seconds = {ij: (r.text, r.score) for ij, r in seconds.items()}
         except Exception as exc:  # noqa: BLE001 - a failure in the second model fails only its pages
             _fail(states, chunk, exc)
             return []
-        for (i, j), second in zip(chunk, results):
+        for (i, j), second in seconds.items():
             page = states[i]
             page.texts[j], page.scores[j] = better_reading((page.texts[j], page.scores[j]), second)
             page.reread.append(j)
         return []
+
+    def _full_head(self):
+        """The full-head reader of other scripts' lines, loaded at the first one (other_reader)."""
+        with self._other_lock:
+            if self._other is None:
+                self._other = self._recognizer(self._models, self._other_name)
+            return self._other
 
     # -- one page ------------------------------------------------------------------------------
     def _finish(self, page: _Page, src: PageImage) -> PageOutput:

@@ -87,3 +87,69 @@ def test_the_recipe_trains_checkpoints_resumes_and_exports_a_model_onnxruntime_r
     assert stats and all(np.array_equal(trained[n], shipped[n]) for n in stats)
     assert any(not np.array_equal(trained[n], shipped[n]) for n in trained
                if n not in stats and trained[n].shape == shipped[n].shape)
+
+
+@pytest.mark.parametrize("size", ["tiny", "small"])
+def test_the_graph_module_runs_the_detectors_and_the_small_recognizer_as_shipped(size):
+    """The distillation's student and teacher (detectors: pooling, upsampling, transposed convolutions) and the
+    small recognizer (attention, LayerNorm, reshapes) computed node by node as onnxruntime computes them."""
+    import onnxruntime as ort
+
+    rng = np.random.default_rng(1)
+    det = ppocr.model_dir() / ppocr.MODELS[size][0]
+    x = rng.uniform(-1, 1, (1, 3, 96, 160)).astype(np.float32)
+    want = ort.InferenceSession(str(det)).run(None, {"x": x})[0]
+    with torch.no_grad():
+        got = torch.sigmoid(graph.GraphModule(graph.load(det)).eval()(torch.from_numpy(x))).numpy()
+    assert got.shape == want.shape and np.abs(got - want).max() < 1e-3
+    if size == "small":
+        rec = graph.adapt(graph.load(ppocr.model_dir() / ppocr.MODELS[size][1]), 32, None)
+        x = rng.uniform(-1, 1, (2, 3, 32, 96)).astype(np.float32)
+        session = ort.InferenceSession(rec.SerializeToString())
+        want = session.run(None, {session.get_inputs()[0].name: x})[0]
+        with torch.no_grad():
+            got = torch.softmax(graph.GraphModule(rec).eval()(torch.from_numpy(x)), -1).numpy()
+        assert got.shape == want.shape and np.abs(got - want).max() < 1e-3
+
+
+def test_the_detector_distillation_trains_resumes_and_exports_a_detector_the_engine_runs(tmp_path):
+    """A few steps of `make train-det` on small crops of drawn pages: the teacher's maps, a checkpoint, a resume
+    that goes on from it, and a det.onnx with the tiny detector's operators that onnxruntime runs as the
+    student computes."""
+    import onnxruntime as ort
+
+    from ocrbatch.training import distil
+
+    cfg = distil.DistilConfig(workdir=str(tmp_path), steps=3, eval_every=3, eval_pages=1, crop=128, threads=1,
+                              sources="builtin")
+    distil.run(cfg, log=lambda s: None)
+    distil.run(distil.DistilConfig(**{**cfg.__dict__, "steps": 5}), log=lambda s: None)
+    log = [json.loads(x) for x in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log] == [0, 3, 5]  # resumed at 3, not from the start
+    assert all(0 <= r["pixel_f1"] <= 1 and 0 <= r["box_f1"] <= 1 for r in log)
+    exported = graph.load(tmp_path / "det.onnx")
+    shipped = graph.load(ppocr.model_dir() / ppocr.MODELS["tiny"][0])
+    assert [n.op_type for n in exported.graph.node] == [n.op_type for n in shipped.graph.node]
+    ckpt = torch.load(tmp_path / "ckpt.pt", weights_only=False)
+    student = graph.GraphModule(shipped).eval()
+    student.load_state_dict(ckpt["model"])
+    x = np.random.default_rng(2).uniform(-1, 1, (1, 3, 64, 96)).astype(np.float32)
+    with torch.no_grad():
+        want = torch.sigmoid(student(torch.from_numpy(x))).numpy()
+    got = ort.InferenceSession(str(tmp_path / "det.onnx")).run(None, {"x": x})[0]
+    assert np.abs(got - want).max() < 1e-4
+    from onnx import numpy_helper
+
+    before = {t.name: numpy_helper.to_array(t) for t in shipped.graph.initializer}
+    assert any(not np.array_equal(numpy_helper.to_array(t), before[t.name]) for t in exported.graph.initializer)
+
+
+def test_the_distillation_loss_is_least_where_the_student_agrees_with_the_teacher():
+    from ocrbatch.training import distil
+
+    teacher = torch.zeros(1, 1, 8, 8)
+    teacher[..., 2:4, :] = 0.9  # a line of text
+    agree = torch.logit(teacher.clamp(0.05, 0.95))
+    shifted = torch.roll(agree, 3, dims=2)  # the line drawn three rows off
+    assert distil.loss_fn(agree, teacher, 1.0) < distil.loss_fn(shifted, teacher, 1.0)
+    assert distil.loss_fn(agree, teacher, 1.0) < distil.loss_fn(agree, teacher, 0.0) + 0.5

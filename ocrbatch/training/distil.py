@@ -31,9 +31,9 @@ from pathlib import Path
 import numpy as np
 
 EVAL_SEED = 1000003
-CROP = 512  # side of a training crop, detector pixels (a multiple of ppocr.DET_MULTIPLE)
+CROP = 512  # side of a training crop, detector pixels (a multiple of ppocr.DET_MULTIPLE): DistilConfig.crop
 CROPS = 4  # crops per step, all of one page
-SCALES = (0.8, 1.6)  # the crop's scale, times the engine's first-pass scale of the page (uniform in the log)
+SCALES = (0.7, 1.3)  # the crop's scale, times the engine's first-pass scale of the page (uniform in the log)
 INK_TRIES = 6  # a crop is drawn again (up to this many times) while the teacher sees no text in it
 BOX_IOU = 0.5
 
@@ -45,9 +45,10 @@ class DistilConfig:
     seed: int = 0
     student: str = "tiny"
     teacher: str = "small"
-    lr: float = 3e-4
-    warmup: int = 100  # steps over which the learning rate rises
+    lr: float = 5e-5
+    warmup: int = 50  # steps over which the learning rate rises
     dice: float = 1.0  # weight of the dice term beside the cross-entropy
+    crop: int = CROP
     eval_every: int = 250
     eval_pages: int = 6
     threads: int = 2
@@ -81,9 +82,10 @@ def _scaled(bgr: np.ndarray, scale: float) -> np.ndarray:
     return cv2.resize(bgr, (nw, nh), interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR)
 
 
-def crops(rng: random.Random, bgr: np.ndarray, teacher, n: int = CROPS) -> tuple[np.ndarray, np.ndarray]:
-    """`n` crops of the page (inputs (n, 3, CROP, CROP)) and the teacher's probabilities for them (n, 1, CROP,
-    CROP): the page at the engine's scale times a factor in SCALES, each crop placed at random where the teacher
+def crops(rng: random.Random, bgr: np.ndarray, teacher, n: int = CROPS,
+          side: int = CROP) -> tuple[np.ndarray, np.ndarray]:
+    """`n` crops of the page (inputs (n, 3, side, side)) and the teacher's probabilities for them (n, 1, side,
+    side): the page at the engine's scale times a factor in SCALES, each crop placed at random where the teacher
     sees some text (else the last try)."""
     from ..engines import ppocr
 
@@ -92,16 +94,16 @@ def crops(rng: random.Random, bgr: np.ndarray, teacher, n: int = CROPS) -> tuple
     lo, hi = math.log(SCALES[0]), math.log(SCALES[1])
     scaled = _scaled(bgr, base * math.exp(rng.uniform(lo, hi)))
     sh, sw = scaled.shape[:2]
-    if sh < CROP or sw < CROP:  # a short page: padded with its paper colour
-        pad = np.empty((max(sh, CROP), max(sw, CROP), 3), np.uint8)
+    if sh < side or sw < side:  # a short page: padded with its paper colour
+        pad = np.empty((max(sh, side), max(sw, side), 3), np.uint8)
         pad[:] = np.median(scaled.reshape(-1, 3), axis=0).astype(np.uint8)
         pad[:sh, :sw] = scaled
         scaled, (sh, sw) = pad, pad.shape[:2]
     xs, ys = [], []
     for _ in range(n):
         for _ in range(INK_TRIES):
-            y0, x0 = rng.randrange(sh - CROP + 1), rng.randrange(sw - CROP + 1)
-            x = _input(scaled[y0:y0 + CROP, x0:x0 + CROP])[None]
+            y0, x0 = rng.randrange(sh - side + 1), rng.randrange(sw - side + 1)
+            x = _input(scaled[y0:y0 + side, x0:x0 + side])[None]
             prob = teacher(x)
             if (prob > ppocr.DetParams().thresh).mean() > 0.01:
                 break
@@ -232,7 +234,7 @@ def run(cfg: DistilConfig, log=print) -> Path:
     while state["step"] < cfg.steps:
         t0 = time.time()
         rng, bgr = _page(cfg.seed, state["step"], cfg.sources)
-        x, y = crops(rng, bgr, teacher)
+        x, y = crops(rng, bgr, teacher, side=cfg.crop)
         lr = cfg.lr * min(1.0, (state["step"] + 1) / cfg.warmup) * \
             (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, state["step"] / cfg.steps))))
         for g in opt.param_groups:

@@ -120,7 +120,10 @@ class GraphModule(torch.nn.Module):
             self._nodes.append((n.op_type, [self._resolve(i) for i in n.input], n.output[0], attrs))
         self._input = g.input[0].name
         self._output = self._resolve(g.output[0].name)
-        self._logits = next(ins[0] for op, ins, out, _ in self._nodes if op in HEADS)
+        last = self._nodes[-1]  # the graph's own last node: the output's Softmax or Sigmoid
+        if last[0] not in HEADS or last[2] != self._output:
+            raise ValueError(f"the graph does not end in one of {HEADS}")
+        self._logits = last[1][0]
 
     def _resolve(self, name: str) -> str:
         while name in self._alias:
@@ -134,10 +137,8 @@ class GraphModule(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         env = {self._input: x}
-        for op, ins, out, a in self._nodes:
-            if op in HEADS:
-                break
-            v = [self._get(env, i) for i in ins]
+        for op, ins, out, a in self._nodes[:-1]:
+            v = [self._get(env, i) for i in ins if i]
             env[out] = _OPS[op](v, a)
         return env[self._logits]
 
@@ -197,6 +198,24 @@ def _conv_transpose(v, a):
                               padding=(p[0], p[1]), dilation=a.get("dilations", [1, 1]), groups=a.get("group", 1))
 
 
+def _slice(v, a):
+    x = v[0]
+    starts, ends = v[1].tolist(), v[2].tolist()
+    axes = v[3].tolist() if len(v) > 3 else list(range(len(starts)))
+    steps = v[4].tolist() if len(v) > 4 else [1] * len(starts)
+    index = [slice(None)] * x.dim()
+    for s, e, ax, st in zip(starts, ends, axes, steps):
+        n = x.shape[ax]
+        index[ax] = slice(max(-n, min(s, n)), max(-n - 1, min(e, n)), st)
+    return x[tuple(index)]
+
+
+def _reshape(v, a):
+    shape = [int(d) for d in v[1].tolist()]
+    shape = [v[0].shape[i] if d == 0 and not a.get("allowzero", 0) else d for i, d in enumerate(shape)]
+    return v[0].reshape(shape)
+
+
 _OPS = {
     "Conv": _conv,
     "BatchNormalization": _bn,
@@ -212,7 +231,15 @@ _OPS = {
     "Unsqueeze": lambda v, a: v[0].unsqueeze(a["axes"][0]),
     "Transpose": lambda v, a: v[0].permute(*a["perm"]),
     "MatMul": lambda v, a: v[0] @ v[1],
-    # the detector's
+    # the small recognizer's (attention, LayerNorm), the detector's
+    "Softmax": lambda v, a: torch.softmax(v[0], dim=a.get("axis", -1)),
+    "Sigmoid": lambda v, a: torch.sigmoid(v[0]),
+    "Sub": lambda v, a: v[0] - v[1],
+    "Pow": lambda v, a: v[0] ** v[1],
+    "Sqrt": lambda v, a: torch.sqrt(v[0]),
+    "Shape": lambda v, a: torch.tensor(list(v[0].shape), dtype=torch.int64),
+    "Slice": _slice,
+    "Reshape": _reshape,
     "MaxPool": _max_pool,
     "Concat": lambda v, a: torch.cat(v, dim=a["axis"]),
     "GlobalAveragePool": lambda v, a: v[0].mean(dim=(2, 3), keepdim=True),

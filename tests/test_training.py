@@ -153,3 +153,29 @@ def test_the_distillation_loss_is_least_where_the_student_agrees_with_the_teache
     shifted = torch.roll(agree, 3, dims=2)  # the line drawn three rows off
     assert distil.loss_fn(agree, teacher, 1.0) < distil.loss_fn(shifted, teacher, 1.0)
     assert distil.loss_fn(agree, teacher, 1.0) < distil.loss_fn(agree, teacher, 0.0) + 0.5
+
+
+def test_a_second_phase_starts_from_the_shipped_document_recognizer_with_its_characters(tmp_path):
+    import onnxruntime as ort
+
+    shipped = ppocr.PACKAGE_MODELS / "rec_doc"
+    cfg = train.TrainConfig(workdir=str(tmp_path), init=str(shipped / "rec.onnx"), lines=24, batch=8, warmup=8,
+                            passes=1, replay=0.0, eval_every=10_000, threads=1, sources="builtin", eval_pages=1,
+                            pages_per_shard=1, lr=1e-5)
+    train.run(cfg, log=lambda s: None)
+    log = [json.loads(x) for x in (tmp_path / "log.jsonl").read_text().splitlines()]
+    # it starts where the shipped model is: its held-out CER at line 0 is the shipped model's own
+    assert log[0]["lines"] == 0 and log[0]["eval_cer"] < 0.5
+    assert (tmp_path / "dict.txt").read_text(encoding="utf-8") == (shipped / "dict.txt").read_text(encoding="utf-8")
+    session = ort.InferenceSession(str(tmp_path / "rec.onnx"))
+    assert session.get_inputs()[0].shape[2] == 32
+    # the weights it went on from are the shipped model's (24 lines at a small rate move them little)
+    from onnx import numpy_helper
+
+    start = {t.name: numpy_helper.to_array(t) for t in graph.load(shipped / "rec.onnx").graph.initializer}
+    went = {t.name: numpy_helper.to_array(t) for t in graph.load(tmp_path / "rec.onnx").graph.initializer}
+    assert start.keys() == went.keys()
+    assert max(float(np.abs(went[k] - start[k]).max()) for k in start if start[k].size) < 0.01
+    with pytest.raises(ValueError, match="48-row"):
+        train.run(train.TrainConfig(**{**cfg.__dict__, "workdir": str(tmp_path / "b"), "height": 48}),
+                  log=lambda s: None)

@@ -25,7 +25,8 @@ import json
 import math
 import random
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -55,13 +56,19 @@ class DistilConfig:
     sources: str = "system"  # "system": the machine's fonts and texts; "builtin": Pillow's font, Python's docstrings
 
 
+@lru_cache(maxsize=2)
+def _sources(sources: str):
+    from .text import Corpus
+
+    return Corpus.found(random.Random(0), system=sources == "system")  # sorted lists: the same on every call
+
+
 def _page(seed: int, i: int, sources: str):
     from . import draw
-    from .text import Corpus
 
     rng = random.Random(f"{seed}/det/{i}")
     draw.SYSTEM = sources == "system"
-    page = draw.draw_page(rng, Corpus.found(rng, system=draw.SYSTEM))
+    page = draw.draw_page(rng, replace(_sources(sources), rng=rng))
     bgr = np.ascontiguousarray(np.asarray(page.image)[:, :, ::-1])
     return rng, bgr
 

@@ -35,6 +35,9 @@ DPIS = (150, 150, 150, 200)
 # Share of pages that are till receipts. A receipt holds a third of a page's lines, so at 0.3 about one line in
 # eight comes from one; receipts and invoices are much of what users scan.
 RECEIPTS = 0.3
+LETTER_SPACED = 0.3  # of receipts: printed letter-spaced, each character followed by TRACKING of a space
+TRACKING = (0.15, 0.6)
+DOT_MATRIX = 0.25  # of receipts: printed by a dot-matrix head
 
 
 @dataclass(frozen=True)
@@ -118,6 +121,25 @@ class _Painter:
         if record and box[2] > box[0]:
             self.units.append(Unit(" ".join(s.split()), (x + box[0], y + box[1], x + box[2], y + box[3])))
         return face.getlength(s)
+
+    def spaced(self, x: float, y: float, s: str, face, extra: float) -> float:
+        """Draw `s` letter-spaced, `extra` pixels after each character (till receipts print so: a letter's gap
+        is then a fraction of a space, a word's a whole one more); one unit from its first ink to its last."""
+        if not s.strip():
+            return 0.0
+        cx = x
+        x0 = y0 = math.inf
+        x1 = y1 = -math.inf
+        for ch in s:
+            if ch != " ":
+                self.draw.text((cx, y), ch, font=face, fill=self.ink)
+                b = face.getbbox(ch)
+                if b[2] > b[0]:
+                    x0, y0, x1, y1 = min(x0, cx + b[0]), min(y0, y + b[1]), max(x1, cx + b[2]), max(y1, y + b[3])
+            cx += face.getlength(ch) + extra
+        if x1 > x0:
+            self.units.append(Unit(" ".join(s.split()), (x0, y0, x1, y1)))
+        return cx - x
 
     def justified(self, x: float, y: float, words: list[str], width: float, face) -> None:
         """A line whose words are spread to `width`; one unit from its first ink to its last."""
@@ -280,35 +302,65 @@ def _receipt(rng: random.Random, corpus: Corpus) -> Page:
     lead = size * rng.uniform(1.2, 1.6)
     y, margin = size, 0.12 * dpi
     upper = rng.random() < 0.7
+    # letter-spaced print (LETTER_SPACED of receipts): each character followed by this share of a space
+    extra = face.getlength(" ") * rng.uniform(*TRACKING) if rng.random() < LETTER_SPACED else 0.0
+
+    def text(x: float, s: str) -> None:
+        if extra:
+            p.spaced(x, y, s, face, extra)
+        else:
+            p.text(x, y, s, face)
+
+    def width(s: str) -> float:
+        return face.getlength(s) + extra * len(s)
+
     while y + lead < h - size:
         k = rng.random()
-        if k < 0.08:  # a separator row across the strip
-            mark = rng.choice("*-=.")
+        if k < 0.12:  # a separator row across the strip, or a short one of dashes or stars
+            mark = rng.choice("*-=.-*")
             row = mark * max(3, int((w - 2 * margin) / max(1.0, face.getlength(mark))) - 1)
+            if rng.random() < 0.3:
+                row = row[: rng.randint(3, 12)]
             p.text(margin, y, row, face)
         elif k < 0.5:  # item ... amount, the amount ragged right
             left = _clean(corpus.title(rng.randint(1, 3)), font)
             right = _clean(rng.choice(["", "RM", "$"]) + f"{rng.uniform(0, 300):.2f}", font)
             if upper:
                 left = left.upper()
-            while left and face.getlength(left) > (w - 2 * margin) * 0.6:
+            if rng.random() < 0.2:  # a code or quantity joined by hyphens: "2-PC", "A-12"
+                left = f"{left} {rng.choice(['', 'A', 'B', 'NO'])}-{rng.randint(1, 99)}".replace(" -", " ")
+            while left and width(left) > (w - 2 * margin) * 0.6:
                 left = left[:-1]
-            p.text(margin, y, left, face)
-            p.text(w - margin - face.getlength(right), y, right, face)
+            text(margin, left)
+            text(w - margin - width(right), right)
         else:
             line = _clean(record_line(corpus), font)
             line = line.upper() if upper else line
-            while line and face.getlength(line) > w - 2 * margin:
+            while line and width(line) > w - 2 * margin:
                 line = line[: int(len(line) * 0.8)].rstrip()
-            cx = (w - face.getlength(line)) / 2 if rng.random() < 0.3 else margin
-            p.text(cx, y, line, face)
+            cx = (w - width(line)) / 2 if rng.random() < 0.3 else margin
+            text(cx, line)
         y += lead
     page = Page(img, p.units, dpi)
+    if rng.random() < DOT_MATRIX:  # dot-matrix print: strokes made of round dots on a grid
+        page.image = _dots(rng, page.image, max(2.0, size / 9))
     if rng.random() < 0.6:  # thermal print: soft, uneven ink
         arr = np.asarray(page.image.filter(ImageFilter.GaussianBlur(rng.uniform(0.6, 1.3)))).astype(np.float32)
         fade = np.linspace(rng.uniform(0.6, 1.0), rng.uniform(0.6, 1.0), arr.shape[0])[:, None, None]
         page.image = Image.fromarray((255 - (255 - arr) * fade).clip(0, 255).astype(np.uint8))
     return page
+
+
+def _dots(rng: random.Random, img: Image.Image, pitch: float) -> Image.Image:
+    """Ink kept only at round dots `pitch` pixels apart, as a dot-matrix printer's pins leave it."""
+    # the strokes thickened first, so that a hairline (a dash) still meets a row of pins
+    grey = 255 - np.asarray(img.convert("L").filter(ImageFilter.MinFilter(3))).astype(np.float32)
+    yy, xx = np.mgrid[: grey.shape[0], : grey.shape[1]].astype(np.float32)
+    ox, oy = rng.uniform(0, pitch), rng.uniform(0, pitch)
+    d2 = ((xx + ox) % pitch - pitch / 2) ** 2 + ((yy + oy) % pitch - pitch / 2) ** 2
+    mask = d2 <= (pitch * rng.uniform(0.42, 0.55)) ** 2
+    dotted = Image.fromarray((255 - grey * mask).clip(0, 255).astype(np.uint8))
+    return dotted.filter(ImageFilter.GaussianBlur(pitch * 0.2)).convert("RGB")
 
 
 def _defects(rng: random.Random, page: Page) -> Page:

@@ -42,6 +42,7 @@ class TrainConfig:
     height: int = 32
     width_scale: float = 1.25  # crops widened by this past their aspect (the engine's RecSpec.width_scale)
     base: str = "tiny"  # the shipped recognizer to start from
+    init: str = ""  # or a recognizer this recipe made (its rec.onnx, dict.txt beside it): a second phase
     batch: int = 24
     lr: float = 1e-4
     warmup: int = 2000  # lines over which the learning rate rises
@@ -186,15 +187,20 @@ def run(cfg: TrainConfig, log=print) -> Path:
     torch.set_num_threads(cfg.threads)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     models = ppocr.model_dir()
-    base_model = graph.load(models / ppocr.MODELS[cfg.base][1])
-    base_dict = graph.dictionary(models / ppocr.MODELS[cfg.base][2])
-    chars = charset(base_dict)
-    pos = {c: i for i, c in enumerate(base_dict)}
-    keep = [0] + [pos[c] + 1 for c in chars] + [len(base_dict) + 1]
+    if cfg.init:  # a model of this recipe's: its graph (height, head) and its characters as they are
+        template = graph.load(Path(cfg.init))
+        chars = graph.dictionary(Path(cfg.init).parent / "dict.txt")
+        if template.graph.input[0].type.tensor_type.shape.dim[2].dim_value != cfg.height:
+            raise ValueError(f"{cfg.init} is not a {cfg.height}-row model (--height)")
+    else:
+        base_dict = graph.dictionary(models / ppocr.MODELS[cfg.base][2])
+        chars = charset(base_dict)
+        pos = {c: i for i, c in enumerate(base_dict)}
+        keep = [0] + [pos[c] + 1 for c in chars] + [len(base_dict) + 1]
+        template = graph.adapt(graph.load(models / ppocr.MODELS[cfg.base][1]), cfg.height, keep)
     index = {c: i + 1 for i, c in enumerate(chars)}
     index[" "] = len(chars) + 1
     decode_chars = ["", *chars, " "]
-    template = graph.adapt(base_model, cfg.height, keep)
     model = graph.GraphModule(template).to(device)
     model.eval()  # BatchNorm's statistics stay as shipped; no dropout in this graph
     opt = torch.optim.AdamW([p for p in model.parameters()], lr=cfg.lr, weight_decay=0.0)

@@ -65,6 +65,7 @@ infer_s, batch_size), `info`, `attachments`, `ref` (its `label`: "name page 2").
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import threading
 from concurrent.futures import FIRST_COMPLETED, Future, wait
@@ -150,8 +151,6 @@ class Converter:
             for reply in left:  # a future is answered once: one resolved meanwhile keeps its result
                 reply.fail(ConverterClosedError("the converter was closed before this page was converted"))
             if self._tmp is not None:
-                import shutil
-
                 shutil.rmtree(self._tmp, ignore_errors=True)
 
     def _here(self) -> None:
@@ -230,9 +229,10 @@ class Converter:
             _when_all(futures, lambda: path.unlink(missing_ok=True))
             return futures
         if hasattr(page, "convert") and hasattr(page, "size") and not executor.takes_images:  # sent as a file (Ray)
-            path = self._spill(_png(page))
-            futures = self._submit_file(path, name or "<image>", None, priority)
-            _when_all(futures, lambda: path.unlink(missing_ok=True))
+            label = name or "<image>"  # its file named as a page given as an image is named
+            path = self._spill(_png(page), PurePosixPath(label).name or "image")
+            futures = self._submit_file(path, label, None, priority)
+            _when_all(futures, lambda: shutil.rmtree(path.parent, ignore_errors=True))
             return futures
         if hasattr(page, "convert") and hasattr(page, "size"):  # a PIL image
             label = name or "<image>"
@@ -336,21 +336,26 @@ class Converter:
             self._in_flight -= 1
             self._replies.pop(key, None)
 
-    def _spill(self, data: bytes) -> Path:
+    def _spill(self, data: bytes, name: str | None = None) -> Path:
+        """`data` in a file of the converter's own; under `name` (a file name) when given: in a folder of its own."""
         with self._lock:
             if self._closed:
                 raise ConverterClosedError("the converter is closed")
             if self._tmp is None:
                 self._tmp = Path(tempfile.mkdtemp(prefix="ocrbatch-api-"))
         try:
-            fd, name = tempfile.mkstemp(dir=self._tmp)
+            if name is not None:
+                path = Path(tempfile.mkdtemp(dir=self._tmp)) / name
+                path.write_bytes(data)
+                return path
+            fd, spilled = tempfile.mkstemp(dir=self._tmp)
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
         except OSError:
             if self._closed:  # its folder was removed by close() meanwhile
                 raise ConverterClosedError("the converter is closed") from None
             raise
-        return Path(name)
+        return Path(spilled)
 
 
 def _png(image) -> bytes:

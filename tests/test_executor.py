@@ -147,7 +147,9 @@ def _pages(root: Path) -> Path:
     draw_page("Minutes of the meeting", (700, 400)).save(root / "minutes.jpg")
     save_pdf(root / "report.pdf", [draw_page(f"Report page {n}\nNothing to add", (700, 400)) for n in (1, 2, 3)])
     report_with_furniture(root / "layered.pdf")  # text-layer pages: read while decoding
-    draw_page("", (4, 4)).save(root / "tiny.png")  # too small: fails as it is read
+    draw_page("Cut short", (700, 400)).save(root / "cut.png")
+    data = (root / "cut.png").read_bytes()
+    (root / "cut.png").write_bytes(data[:len(data) // 2])  # its header whole, its pixels cut: fails as it is read
     return root
 
 

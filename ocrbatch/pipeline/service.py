@@ -74,7 +74,9 @@ class Service:
         self.sampler.start()
 
     def window(self) -> int:
-        """Pages one caller that feeds every device (`Converter.stream`) keeps submitted and unfinished."""
+        """Pages one caller that feeds every device (`Converter.stream`) keeps submitted and unfinished (the
+        executor started first: how many Ray workers there are is known once they are)."""
+        self.executor.start()
         return window(self.config.max_batch, self.executor.width, self.streams)
 
     def describe(self) -> dict[str, Any]:

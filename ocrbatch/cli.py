@@ -412,10 +412,11 @@ def serve(*, options: dict[str, Any]) -> None:
             from .serve.run import serve as serve_main
         except ImportError as exc:
             raise UsageError(f"ocrbatch serve needs the serve extra: pip install 'ocrbatch[serve]' ({exc})") from exc
+        from .pipeline.batcher import window
         from .serve.config import ServeConfig
 
-        # a request's pages in the queue at a time: two batches' worth (--max-batch: a BatchCap, a number)
-        serve_config = config.configure(ServeConfig, options, window=2 * options["max_batch"])
+        # a request's pages in the queue at a time: the one window policy for one caller (--max-batch: a BatchCap)
+        serve_config = config.configure(ServeConfig, options, window=window(options["max_batch"]))
         return serve_main(_converter_options(options), serve_config, verbose=report.verbose, quiet=report.quiet)
 
     _exit_with(run_server, report.verbose)

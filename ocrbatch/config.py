@@ -233,7 +233,7 @@ class RunConfig(_Batching):
     force: bool = False
     null_separated: bool = False  # `-` reads NUL-separated paths (find -print0)
     text_layer: str = _default("text_layer")  # auto (use it when usable), off (always OCR), only (never OCR)
-    ray: str | None = None  # convert on a Ray cluster: auto, local, or the head's address (pipeline/remote.py)
+    ray: str | None = None  # convert on a Ray cluster: auto, local, or the head's address (pipeline/ray_driver.py)
     ray_workers: int | None = None  # actors on it; None: one per GPU, or per `threads` CPUs
     max_pixels: int = _default("max_pixels")  # an image frame larger than this fails as a page (images.py)
     # The watchdog: pages in flight and none finished for this long → they fail, the run stops (exit 8). Long

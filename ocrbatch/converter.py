@@ -41,7 +41,11 @@ Public API (everything a server needs; names are stable):
 - `cancel(futures)` (or `Future.cancel()` on each): a page whose batch has not started is dropped and its
   buffers freed; returns how many were cancelled. For a client that went away.
 - `stream(inputs, *, priority="bulk", pages=None)`: the PageResults of everything `inputs` names (files,
-  folders), yielded as pages finish; closing the generator early cancels the rest.
+  folders), yielded as pages finish, with the one window policy's pages in flight (pipeline/batcher.py:
+  `window`, over every device); closing the generator early cancels the rest.
+- With `ray=...` every call runs on the cluster through the same executor seam (pipeline/executor.py):
+  `convert` starts its Ray workers for the run, as the CLI does; `submit`, `stream` and `load` start the
+  converter's own on first use and keep them until `close()`; a PIL image goes to a worker as a PNG file.
 - Callbacks: a future's done-callbacks run outside the converter's locks, on the thread that finished the
   page; one may call `submit()` or `close()` (which then returns at once and finishes on its own thread).
 - `fork()`: a Converter belongs to the process that made it. In a forked child every call raises
@@ -61,6 +65,7 @@ infer_s, batch_size), `info`, `attachments`, `ref` (its `label`: "name page 2").
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import threading
 from concurrent.futures import FIRST_COMPLETED, Future, wait
@@ -71,12 +76,13 @@ from .config import ENGINE, RUN_OWN, PageSelection, RunConfig, env_values, optio
 from .errors import ConverterClosedError, UsageError
 from .records import Kind, PageImage, PageRef, PageResult, Source, Status
 from .pipeline import decode, discover
-from .pipeline.decode import DecodeSettings
+from .pipeline.engine_side import open_service
+from .pipeline.executor import Executor, Job
 from .pipeline.lanes import FutureReply, answering
 from .pipeline.run import run
 from .pipeline.service import Service
 from .pipeline.stats import Summary, Watch
-from .pipeline.watchdog import Task, Watchdog
+from .pipeline.watchdog import Watchdog
 
 PRIORITIES = ("interactive", "bulk")
 
@@ -89,13 +95,10 @@ class Converter:
         values = settle(ENGINE, given)
         self._template = RunConfig.build(inputs=("-",), output=Path("."), **values)
         self._service_config = self._template.service
-        self._service: Service | None = None
-        self._decoders: dict[str, decode.DecodePool] = {}  # per lane
+        self._service: Service | None = None  # its executor runs every page (pipeline/executor.py)
         self._lock = threading.Lock()
         self._in_flight = 0
         self._replies: dict[int, FutureReply] = {}  # every page taken and not landed: close() answers them all
-        self._decode = DecodeSettings.of(self._template)  # how each page is read and prepared
-        self._gave_up = False  # a decode thread is stuck (the watchdog answered its page): closing does not wait
         self._tmp: Path | None = None
         self._closed = False
         self._closer: threading.Thread | None = None  # a close() called from a done-callback finishes on it
@@ -139,9 +142,7 @@ class Converter:
             closer.join()  # closed from a callback: resolved when that finish is done
 
     def _finish(self, wait: bool) -> None:
-        for pool in self._decoders.values():
-            pool.close(wait=wait and not self._gave_up, drop=not wait)  # jobs dropped are answered below
-        try:
+        try:  # the executor's pages not started are dropped without `wait`: they are answered below
             if self._service is not None:
                 self._service.close(wait=wait)
         finally:
@@ -150,8 +151,6 @@ class Converter:
             for reply in left:  # a future is answered once: one resolved meanwhile keeps its result
                 reply.fail(ConverterClosedError("the converter was closed before this page was converted"))
             if self._tmp is not None:
-                import shutil
-
                 shutil.rmtree(self._tmp, ignore_errors=True)
 
     def _here(self) -> None:
@@ -167,19 +166,18 @@ class Converter:
             if self._closed:
                 raise ConverterClosedError("the converter is closed")
             if self._service is None:
-                self._service = Service(self._service_config)
+                self._service = open_service(self._service_config)
             return self._service
 
     def check(self) -> None:
         """Set the engine up on its devices without loading it: what it cannot work with (deepseek-ocr2
         without a model, a device that does not exist) raises UsageError now, a missing package
         EngineLoadError, rather than on first use. Cheap; `load()` does it too."""
-        self._local()
+        self._svc()
 
     def load(self) -> None:
         """Load the engine on every device now (it would load on the first batch otherwise)."""
-        devices = self._local().devices
-        devices.load()
+        self._svc().executor.load()
 
     @property
     def config(self) -> RunConfig:
@@ -203,7 +201,7 @@ class Converter:
     @property
     def loaded(self) -> bool:
         svc = self._service
-        return bool(svc is not None and svc.devices is not None and all(svc.devices.loaded))
+        return bool(svc is not None and svc.executor.loaded())
 
     # -- a run, as the CLI does it ----------------------------------------------------------------------
     def convert(self, inputs: str | os.PathLike | Iterable[str | os.PathLike], output: str | os.PathLike, *,
@@ -221,7 +219,7 @@ class Converter:
                pages: str | PageSelection | None = None, name: str | None = None) -> Future | list[Future]:
         if priority not in PRIORITIES:
             raise UsageError(f"priority {priority!r}: choose interactive or bulk")
-        self._local()
+        executor = self._executor()
         if isinstance(page, (str, os.PathLike)):
             path = Path(page).expanduser()
             return self._submit_file(path.resolve(), name or str(page), _selection(pages), priority)
@@ -230,10 +228,16 @@ class Converter:
             futures = self._submit_file(path, name or "<bytes>", _selection(pages), priority)
             _when_all(futures, lambda: path.unlink(missing_ok=True))
             return futures
+        if hasattr(page, "convert") and hasattr(page, "size") and not executor.takes_images:  # sent as a file (Ray)
+            label = name or "<image>"  # its file named as a page given as an image is named
+            path = self._spill(_png(page), PurePosixPath(label).name or "image")
+            futures = self._submit_file(path, label, None, priority)
+            _when_all(futures, lambda: shutil.rmtree(path.parent, ignore_errors=True))
+            return futures
         if hasattr(page, "convert") and hasattr(page, "size"):  # a PIL image
             label = name or "<image>"
             source = Source(Path(label), label, Kind.PNG, PurePosixPath(label), 0, 0, 1, False)
-            image = decode.given(PageRef(source, 1), page, self._decode.max_pixels)  # over --max-pixels: failed
+            image = decode.given(PageRef(source, 1), page, self._template.max_pixels)  # over --max-pixels: failed
             return _done(image) if isinstance(image, PageResult) else self._enqueue(PageRef(source, 1), priority,
                                                                                     image)
         raise UsageError(f"cannot convert a {type(page).__name__}: give a path, bytes or a PIL image")
@@ -243,8 +247,8 @@ class Converter:
         self._here()
         n = sum(1 for f in futures if f.cancel())
         svc = self._service
-        if svc is not None and svc.lanes is not None:
-            svc.lanes.wake()
+        if svc is not None:
+            svc.executor.wake()
         return n
 
     def stream(self, inputs: str | os.PathLike | Iterable[str | os.PathLike], *, priority: str = "bulk",
@@ -255,7 +259,7 @@ class Converter:
         discover.discover(_names(inputs), stdin=None, null_separated=False, pages=_selection(pages), skip_dirs=[],
                           found=discover.Discovery(), is_done=lambda ref: False, force=True,
                           emit_page=found.append, emit_result=found.append)
-        window = 4 * self._template.max_batch * max(1, len(self._local().device_names))
+        window = self._svc().window()  # the one window policy (pipeline/batcher.py), over every device
         pending: set[Future] = set()
         pdfs = decode.PdfCache(size=self._template.workers + 1)
         try:
@@ -277,28 +281,19 @@ class Converter:
     def stats(self) -> dict[str, Any]:
         self._here()
         svc = self._service
-        devices = svc.devices if svc is not None else None
-        workers = [w.as_dict() for w in devices.figures()] if devices is not None else []
+        executor: Executor | None = svc.executor if svc is not None else None
+        workers = [w.as_dict() for w in executor.figures()] if executor is not None else []
         batches, pages = sum(w["batches"] for w in workers), sum(w["pages"] for w in workers)
         return {"loaded": self.loaded, "engine": self._template.engine,
                 "devices": list(svc.device_names) if svc is not None else [],
-                "queued": svc.lanes.depth() if svc is not None and svc.lanes is not None else
-                {lane: 0 for lane in PRIORITIES},
+                "queued": executor.depth() if executor is not None else {lane: 0 for lane in PRIORITIES},
                 "in_flight": self._in_flight, "batches": batches, "pages": pages,
                 "mean_batch": round(pages / batches, 2) if batches else 0.0, "workers": workers,
-                "stalled": sorted(devices.stalled) if devices is not None else []}
+                "stalled": sorted(executor.stalled) if executor is not None else []}
 
     # -- internals ----------------------------------------------------------------------------------
-    def _local(self) -> Service:
-        svc = self._svc()
-        if svc.devices is None:
-            raise UsageError("submit, stream and load run on this machine's devices; with ray, use convert")
-        with self._lock:
-            if not self._decoders:
-                workers = self._template.workers
-                self._decoders = {"interactive": decode.DecodePool(max(1, workers // 2), "decode-interactive"),
-                                  "bulk": decode.DecodePool(workers, "decode-bulk")}
-        return svc
+    def _executor(self) -> Executor:
+        return self._svc().executor
 
     def _submit_file(self, path: Path, display: str, selection: PageSelection | None,
                      priority: str) -> Future | list[Future]:
@@ -320,40 +315,20 @@ class Converter:
 
     def _enqueue(self, ref: PageRef, priority: str, image: PageImage | None = None,
                  pdfs: decode.PdfCache | None = None) -> Future:
-        svc = self._local()
+        """The page to the executor (pipeline/executor.py): read on its decode intake (watched: a page stuck there
+        for stall_timeout is answered as stalled), batched, converted; its one result completes the future."""
+        executor = self._executor()
         future: Future = Future()
         reply = FutureReply(future, priority, done=lambda: self._landed(id(reply)))
-
-        def stuck(why: str) -> None:  # the watchdog's: the page never left its decode thread
-            self._gave_up = True
-            self._decoders[priority].replace_stuck()  # the pages queued behind it go on
-            reply.deliver(PageResult(ref=ref, status=Status.FAILED, error=why))
-
-        def job() -> None:
-            if not reply.wanted():  # cancelled before it was read
-                reply.start()
-                return
-            task = svc.watchdog.watch(Task("reading or preparing the page", stuck))
-            try:
-                page = decode.prepare(svc.front, image) if image is not None else \
-                    decode.read(ref, self._decode, pdfs, svc.front)
-                if isinstance(page, PageResult):
-                    reply.deliver(page)
-                    return
-                page.reply = reply
-                svc.lanes.put(page)
-            except Exception as exc:  # noqa: BLE001 - EngineLoadError, or the converter closing
-                reply.fail(exc)
-            finally:
-                task.finish()
-                svc.watchdog.unwatch(task)
-
-        with self._lock:  # with close()'s check: a job is queued before the pool's end, or refused
+        with self._lock:  # with close()'s check: a page is taken before the executor's end, or refused
             if self._closed:
                 return _refused()
             self._in_flight += 1
             self._replies[id(reply)] = reply
-            self._decoders[priority].submit(job)
+        try:
+            executor.submit(Job(ref, reply, image=image, pdfs=pdfs, watched=True))
+        except Exception as exc:  # noqa: BLE001 - the engine cannot start (Ray: EngineLoadError): its answer
+            reply.fail(exc)
         return future
 
     def _landed(self, key: int) -> None:
@@ -361,21 +336,35 @@ class Converter:
             self._in_flight -= 1
             self._replies.pop(key, None)
 
-    def _spill(self, data: bytes) -> Path:
+    def _spill(self, data: bytes, name: str | None = None) -> Path:
+        """`data` in a file of the converter's own; under `name` (a file name) when given: in a folder of its own."""
         with self._lock:
             if self._closed:
                 raise ConverterClosedError("the converter is closed")
             if self._tmp is None:
                 self._tmp = Path(tempfile.mkdtemp(prefix="ocrbatch-api-"))
         try:
-            fd, name = tempfile.mkstemp(dir=self._tmp)
+            if name is not None:
+                path = Path(tempfile.mkdtemp(dir=self._tmp)) / name
+                path.write_bytes(data)
+                return path
+            fd, spilled = tempfile.mkstemp(dir=self._tmp)
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
         except OSError:
             if self._closed:  # its folder was removed by close() meanwhile
                 raise ConverterClosedError("the converter is closed") from None
             raise
-        return Path(name)
+        return Path(spilled)
+
+
+def _png(image) -> bytes:
+    """A PIL image as PNG bytes: how a page given as an image goes to an executor that reads files (Ray)."""
+    import io
+
+    buffer = io.BytesIO()
+    decode.rgb_copy(image).save(buffer, "PNG")
+    return buffer.getvalue()
 
 
 def _names(inputs: str | os.PathLike | Iterable[str | os.PathLike]) -> tuple[str, ...]:

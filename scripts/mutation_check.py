@@ -72,9 +72,8 @@ RELIABILITY = [
              ("tests/test_faults.py::test_a_converter_whose_engine_hangs_answers_its_callers_and_says_which_"
               "device_stalled",), "a stuck engine leaves a Converter's (a server's) callers waiting forever",
              timeout=120),
-    Mutation("decode-watchdog-off", "ocrbatch/converter.py",
-             "            task = svc.watchdog.watch(Task(\"reading or preparing the page\", stuck))",
-             "            task = Task(\"reading or preparing the page\", stuck)",
+    Mutation("decode-watchdog-off", "ocrbatch/pipeline/executor.py",
+             "            task = self.watchdog.watch(task)", "            pass",
              ("tests/test_faults.py::test_a_page_stuck_in_prepare_is_answered_and_closing_does_not_wait_for_it",),
              "a page stuck in a Converter's decode thread leaves its caller waiting forever", timeout=120),
     Mutation("watchdog-checks-nothing", "ocrbatch/pipeline/watchdog.py",
@@ -154,7 +153,7 @@ RELIABILITY = [
              "  # noqa: BLE001 - whatever the engine raised, it cannot run: exit 5",
              ("tests/test_faults.py::test_convert_with_static_batches_keeps_every_page_once",),
              "an engine that raises while loading is an internal error (exit 1), not exit 5"),
-    Mutation("ray-results-unchecked", "ocrbatch/pipeline/remote.py",
+    Mutation("ray-results-unchecked", "ocrbatch/pipeline/ray_tasks.py",
              "        return [r for r in self.refs if r not in self.answered]\n", "        return []\n",
              ("tests/test_ledger.py",), "a Ray task that returns too few results loses pages"),
 ]

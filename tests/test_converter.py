@@ -278,7 +278,7 @@ def test_a_page_taken_as_close_runs_is_answered_or_refused_never_left():
 
     conv = Converter(engine="fake")
     conv.check()
-    local, calls = conv._local, []
+    local, calls = conv._executor, []
 
     def close_meanwhile():  # submit's checks, then the page's: the second is where close() comes in between
         svc = local()
@@ -287,7 +287,7 @@ def test_a_page_taken_as_close_runs_is_answered_or_refused_never_left():
             conv.close()
         return svc
 
-    conv._local = close_meanwhile
+    conv._executor = close_meanwhile
     future = conv.submit(Image.new("RGB", (40, 40), "white"))
     with pytest.raises(ConverterClosedError):
         future.result(timeout=30)

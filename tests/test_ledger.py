@@ -14,7 +14,7 @@ from ocrbatch.engines.base import Capabilities
 from ocrbatch.engines.fake import FakeEngine
 from ocrbatch.pipeline.infer import InferWorker
 from ocrbatch.pipeline.ledger import LedgerQueue, PageLedger
-from ocrbatch.pipeline.remote import one_each
+from ocrbatch.pipeline.ray_tasks import one_each
 from ocrbatch.records import Kind, PageImage, PageRef, PageResult, Source, Status
 
 

@@ -17,6 +17,9 @@ interactive page holds 9): an interactive page costs its own compute, and pushes
 batch; a batch of interactive pages alone keeps to `max_batch`. `max_batch` may change between calls (the device's throughput controller moves it, lower after an out-of-memory
 error): pages beyond it stay for the next batch.
 `expire(now)` makes every waiting page due at once (no more pages will come to fill its bucket).
+
+`window` is the one batching-window policy: how many pages a caller keeps submitted and unfinished, in batches
+per device. A server's request, `Converter.stream` and the Ray driver (tasks per actor) all take it from here.
 """
 
 from __future__ import annotations
@@ -27,6 +30,14 @@ from typing import Callable, Generic, Hashable, TypeVar
 T = TypeVar("T")
 
 LANES = ("interactive", "bulk")
+WINDOW_BATCHES = 2  # batches a caller keeps in flight per device: one computing, the next one forming
+
+
+def window(max_batch: int, devices: int = 1, streams: bool = False) -> int:
+    """Pages a caller keeps submitted and unfinished: WINDOW_BATCHES batches per device, twice that with continuous
+    decoding (rows join as others end). A server's request counts one device (requests share the devices),
+    `Converter.stream` every device; the Ray driver keeps window(1, 1, streams) tasks (a task is a batch) per actor."""
+    return WINDOW_BATCHES * max(1, int(max_batch)) * max(1, devices) * (2 if streams else 1)
 
 
 @dataclass

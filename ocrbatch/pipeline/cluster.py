@@ -1,6 +1,6 @@
-"""The connection to a Ray cluster (`--ray`), made by the service and closed with it (remote.py uses it).
+"""The connection to a Ray cluster (`--ray`), made by the service and closed with it (the ray_*.py modules use it).
 
-Ray is imported only here and in remote.py, and only when `--ray` is given (`pip install "ocrbatch[ray]"`).
+Ray is imported only here and in the ray_*.py modules, and only when `--ray` is given (`pip install "ocrbatch[ray]"`).
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
-"""Page refs → prepared page images, in a pool of producer threads (`run`), or one page at a time for the
-Python API (`DecodePool`).
+"""Page refs → prepared page images: how one page is read (`read`), and the pool of threads the decode intake
+(executor.py's `Intake`, every way in) reads pages on (`DecodePool`).
 
 PDF pages are rendered lazily, one page at a time, under the PDFium lock; images are decoded with
 Pillow outside it; then the engine's front prepares each page (`read`: the one prepare-or-fail path, given the
-run's one `DecodeSettings` record: a run's decode threads, a Converter's and the Ray actors' all call it so).
+service's one `DecodeSettings` record: the intake calls it so for a run, a Converter and each Ray actor).
 Output goes to bounded lanes, so memory does not grow with the size of a PDF.
 """
 
@@ -20,12 +20,11 @@ from pathlib import Path
 from typing import Callable
 
 from .. import confidence, pdfium
-from ..config import RunConfig
+from ..config import RunConfig, ServiceConfig
 from ..engines.base import Front
 from ..errors import DecodeError, EngineLoadError, OcrbatchError, error_line
 from ..images import DEFAULT_MAX_PIXELS, MULTIFRAME, check_size, open_image, to_rgb, too_small
 from ..records import Kind, PageImage, PageRef, PageResult, Status
-from .queue import ClosableQueue, Closed
 
 log = logging.getLogger("ocrbatch")
 
@@ -201,7 +200,7 @@ class DecodeSettings:
     debug_layout: Path | None = None  # --debug-layout: a picture of each text-layer page's layout goes there
 
     @classmethod
-    def of(cls, config: RunConfig) -> "DecodeSettings":
+    def of(cls, config: RunConfig | ServiceConfig) -> "DecodeSettings":
         options = config.engine_options
         return cls(config.dpi, config.text_layer, config.max_pixels, options.keep_furniture, options.debug_layout)
 
@@ -295,30 +294,9 @@ def prepare(front: Front, page: PageImage) -> PageImage | PageResult:
         return PageResult(ref=page.ref, status=Status.FAILED, error=error_line(exc))
 
 
-def run(refs: ClosableQueue[PageRef], send: Callable[[PageImage], None], results: ClosableQueue[PageResult],
-        read_one: Callable[[PageRef], PageImage | PageResult], busy: Callable[[float], None]) -> None:
-    """One decode thread: refs until there are none; each page to `send` (the lanes) or, finished already
-    (text layer, failure), to `results`. Time spent held back by the engine's buffers is not busy time."""
-    try:
-        while True:
-            try:
-                ref = refs.get()
-            except Closed:
-                return
-            t0 = time.perf_counter()
-            page = read_one(ref)
-            busy(time.perf_counter() - t0 - (page.held_s if isinstance(page, PageImage) else 0.0))
-            if isinstance(page, PageResult):
-                results.put(page)
-            else:
-                send(page)
-    finally:
-        results.close()
-
-
 class DecodePool:
-    """Threads that decode and prepare pages submitted through the Python API, in the order submitted
-    (the Converter keeps one pool per lane, so interactive pages never queue behind bulk ones)."""
+    """Threads that decode and prepare pages, in the order submitted (the intake keeps one pool per lane, so
+    interactive pages never queue behind bulk ones)."""
 
     def __init__(self, threads: int, name: str = "decode") -> None:
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()

@@ -1,7 +1,8 @@
 """Prepared pages waiting for a device, in priority lanes: the thread-safe side of batcher.py.
 
-Decode threads `put` pages (a bulk page blocks while `limit` bulk pages already wait: back-pressure; an
-interactive one never blocks); each device's worker `take`s the batch the policy picks when it is free.
+The decode intake (executor.py) `put`s pages (a bulk page blocks while `limit` bulk pages already wait:
+back-pressure; an interactive one never blocks); each device's worker `take`s the batch the policy picks when
+it is free.
 Every page carries its `Reply`: where its result goes (a run's write queue, or a caller's Future), and
 whether anyone still wants it: a page whose reply has gone (`wanted()` False) is dropped, never inferred.
 `FutureReply` serves the Python API's pages, `RunReply` those of a run.
@@ -12,7 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import Future
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 
 from ..errors import ConverterClosedError
 from ..records import Batch, PageImage, PageResult
@@ -177,30 +178,33 @@ class Lanes:
 
 class RunReply:
     """Where the pages of one run (a `convert`) come back: its write queue, on which this reply is one
-    producer; it closes it once every decode thread is done (`sender_done`) and every page sent is back."""
+    producer; it closes it once the run's feed is done (`sender_done`) and every page taken is back."""
 
     lane = "bulk"
 
-    def __init__(self, results: ClosableQueue[PageResult], lanes: Lanes, senders: int,
+    def __init__(self, results: ClosableQueue[PageResult], executor: Any,
                  fail: Callable[[BaseException], None]) -> None:
-        self.results, self.lanes, self.fail = results, lanes, fail
+        self.results, self.executor, self.fail = results, executor, fail
         self.stopped = False
-        self._pending, self._senders, self._sealed = 0, senders, False
+        self._pending, self._sealed = 0, False
+        self._sending = True
         self._lock = threading.Lock()
 
-    def send(self, page: PageImage) -> None:
-        page.reply = self
+    def taken(self) -> None:
+        """One more page of the run is on its way to the executor."""
         with self._lock:
             self._pending += 1
-        self.lanes.put(page)
+
+    def stop(self) -> None:
+        """The run stops: its pages not started yet are dropped (the executor looks again)."""
+        self.stopped = True
+        self.executor.wake()
 
     def sender_done(self) -> None:
         with self._lock:
-            self._senders -= 1
-            last = self._senders == 0
-        if last:
-            self.lanes.expire()  # this run sends no more: its pages need not wait for company
-            self._landed(0)
+            self._sending = False
+        self.executor.expire()  # this run sends no more: its pages need not wait for company
+        self._landed(0)
 
     def wanted(self) -> bool:
         return not self.stopped
@@ -221,7 +225,7 @@ class RunReply:
     def _landed(self, n: int) -> None:
         with self._lock:
             self._pending -= n
-            done = self._senders == 0 and self._pending == 0 and not self._sealed
+            done = not self._sending and self._pending == 0 and not self._sealed
             self._sealed |= done
         if done:
             self.results.close()

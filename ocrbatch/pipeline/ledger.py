@@ -1,9 +1,9 @@
 """The run's page ledger: every page a stage takes gets exactly one record, whatever raises where.
 
-    discover ─refs─▶ [taken] decode / remote ─▶ … ─▶ [answered] write
+    discover ─refs─▶ [taken] feed ─▶ executor ─▶ … ─▶ [answered] write
                         └──────── ledger: taken, not yet answered ────────┘
 
-A page is *taken* the moment a decode thread (or the Ray stage) gets its ref off the refs queue
+A page is *taken* the moment the run's feed gets its ref off the refs queue (for the executor, local or Ray)
 (`LedgerQueue.get` enters it before returning). It is *answered* when the write stage takes its result
 (`answer`): the first result is written, a second one for the same page is dropped. What is still taken
 and unanswered when the run ends is answered by `left_over` (`close_out`) with one record saying why (a stall,

@@ -5,11 +5,11 @@
     watchdog (the service's): the run's pages in flight, and each device; a stall stops the run (exit 8)
 
 Each stage module owns its loop; this file makes the queues, starts the stages in that order and waits.
-Decode reads every page with the run's one DecodeSettings (decode.py). Batch and infer are the service's
-(service.py; a Converter's outlives the run); the run's pages go in the bulk lane and come back through its
-RunReply (lanes.py). With `--ray` the remote stage (remote.py: Ray as a device) sends refs to the actors,
-which decode and infer with these same stages on their devices. A page taken is in the ledger until its
-result is written (ledger.py), which the stall watchdog reads (watchdog.py); signals.py, stats.py say the rest.
+Decode, batch and infer are where the service's executor runs pages (executor.py: here, or on a Ray cluster's
+actors with `--ray`; the service chose which, and a Converter's outlives the run): the run feeds it each ref
+taken, in the bulk lane, and the pages come back through its RunReply (lanes.py). A page taken is in the
+ledger until its result is written (ledger.py), which the stall watchdog reads (watchdog.py); signals.py,
+stats.py say the rest.
 """
 
 from __future__ import annotations
@@ -22,12 +22,14 @@ from ..config import RunConfig
 from ..errors import OcrbatchError, OutputWriteError, UsageError
 from ..memory import return_large_buffers_to_os
 from ..records import PageRef, PageResult
-from . import count, decode, discover, names, remote, signals, stdin, write
+from . import count, decode, discover, names, signals, stdin, write
+from .executor import Job
 from .lanes import RunReply
 from .ledger import LedgerQueue, PageLedger
 from .lock import OutputLock
-from .queue import ClosableQueue, stage_thread
-from .service import Service, lent
+from .engine_side import lent
+from .queue import ClosableQueue, Closed, stage_thread
+from .service import Service
 from .stats import Stats, Summary, Watch, run_snapshot, run_summary
 from .watchdog import RunStall
 
@@ -35,27 +37,24 @@ from .watchdog import RunStall
 class _Run:
     def __init__(self, config: RunConfig, service: Service, stdin: IO[str] | None, follow: Any = None) -> None:
         self.config, self.service, self.stdin, self.out, self.follow = config, service, stdin, config.output, follow
-        self.front, self.lanes, self.devices = service.front, service.lanes, service.devices
-        n_dec = 0 if config.ray else config.workers
-        self.stats = Stats(workers={"decode": n_dec, "infer": len(service.device_names)})
+        self.front, self.executor = service.front, service.executor  # where pages run: here, or on Ray
+        self.stats = Stats(workers={"decode": self.executor.decoders, "infer": len(service.device_names)})
         # discover: what it found; the folders ocrbatch writes, never inputs; the total, counted ahead
         self.found, self.skip_dirs = discover.Discovery(), discover.written_folders(config)
         self.counter = count.PageCounter(config.inputs, config.pages, self.skip_dirs, config.shard)
         self.ledger = PageLedger()  # every page taken off `refs` gets exactly one record (ledger.py)
-        self.refs: ClosableQueue[PageRef] = LedgerQueue(self.ledger, max(64, 4 * n_dec), 1, "decode")
-        # decode: how every page is read and prepared; the open PDFs its threads share
-        self.reading, self.pdfs = decode.DecodeSettings.of(config), decode.PdfCache(size=n_dec + 1)
-        self.results: ClosableQueue[PageResult] = ClosableQueue(256, 1 + n_dec + 1, "write")
-        # batch and infer: the service's lanes, the run's pages back from them; or the Ray actors (remote.RayDevices)
-        self.reply = RunReply(self.results, self.lanes, n_dec, fail=self.stop) if self.lanes is not None else None
-        self.dispatcher: Any = None
+        self.refs: ClosableQueue[PageRef] = LedgerQueue(self.ledger, max(64, 4 * config.workers), 1, "decode")
+        self.pdfs = decode.PdfCache(size=config.workers + 1)  # the open PDFs its pages are read from
+        self.results: ClosableQueue[PageResult] = ClosableQueue(256, 2, "write")  # from discover and the reply
+        self.reply = RunReply(self.results, self.executor, fail=self.stop)  # the run's pages, back from it
         # write: the files, the manifest, the first 100 failures' lines for the summary
         self.writer = write.for_run(config, self.front.identity(), follow.written if follow is not None else None)
         self.manifest, self.outputs = self.writer.manifest, self.writer.outputs
         self.failures: list[str] = []
         self.write_busy = lambda seconds: self.stats.add_busy("write", seconds)
+        self.decode_busy = lambda seconds: self.stats.add_busy("decode", seconds)
         # the watchdog's view of the run: pages in flight and none answered, or an engine stuck on a device
-        self.stall = RunStall(self.ledger, lambda: (self.devices, self.dispatcher), lambda why: self.stop(why=why))
+        self.stall = RunStall(self.ledger, lambda: (self.executor,), lambda why: self.stop(why=why))
         self.crash: BaseException | None = None  # a bug, raised on the main thread
         self.stopping: OcrbatchError | None = None  # why the run takes no more pages (a signal, a write error)
         self.deadline, self.aborted = 0.0, False  # then until when the pages in progress are waited for
@@ -69,16 +68,18 @@ class _Run:
                      is_done=lambda ref: self.manifest.is_done(ref) and self.outputs.still_done(ref), shard=c.shard,
                      spool=self.out / stdin.SPOOL)
 
-    def decode(self) -> None:  # → batch and infer, in the service
+    def feed(self) -> None:  # → decode, batch and infer: the executor's (back-pressure: it waits for room)
         try:
-            decode.run(self.refs, self.reply.send, self.results, busy=lambda s: self.stats.add_busy("decode", s),
-                       read_one=lambda ref: decode.read(ref, self.reading, self.pdfs, self.front))
+            self.executor.start()  # ready before a page is taken: an engine's start never counts as a stall
+            while True:
+                try:
+                    ref = self.refs.get()
+                except Closed:
+                    return
+                self.reply.taken()
+                self.executor.submit(Job(ref, self.reply, pdfs=self.pdfs, busy=self.decode_busy), block=True)
         finally:
             self.reply.sender_done()
-
-    def remote(self) -> None:
-        remote.run(self.config, self.front.capabilities.uses_gpu, self.refs, self.results, self.stats,
-                   connected=lambda d: setattr(self, "dispatcher", d))
 
     def write(self) -> None:  # on the caller's thread; signals are looked at between results
         write.run(self.results, self.writer, self.write_busy, self.failures, admit=self.ledger.answer,
@@ -89,11 +90,8 @@ class _Run:
         write.write_all(self.ledger.left_over(self.stopping, self.crash), self.writer, self.write_busy, self.failures)
 
     def execute(self, watch: Watch | None) -> Summary:
-        stages = [("discover", self.discover)] + ([("remote", self.remote)] if self.config.ray else
-                                                  [(f"decode-{i}", self.decode) for i in range(self.config.workers)])
-        if self.devices is not None:
-            self.devices.watchers.append(self.stats)
-        threads = [stage_thread(name, fn, on_error=self.stop) for name, fn in stages]
+        self.executor.watchers.append(self.stats)
+        threads = [stage_thread(f.__name__, f, on_error=self.stop) for f in (self.discover, self.feed)]
         if watch is not None:
             self.counter.start()
             watch(lambda: run_snapshot(self))
@@ -112,8 +110,7 @@ class _Run:
                 t.join(timeout=5 if self.crash or self.aborted or not self.results.closed else None)
             self.service.watchdog.check()  # a last look: a device stuck as the last pages came back stops it too
             self.service.watchdog.unwatch(self.stall)
-            if self.devices is not None:
-                self.devices.watchers.remove(self.stats)
+            self.executor.watchers.remove(self.stats)
             self.counter.stop()
             self.close_out()
             self.pdfs.close()
@@ -137,9 +134,7 @@ class _Run:
         if grace_s <= 0:
             self.aborted = self.service.cut_short = True  # closing it will not wait for the pages in flight
             self.results.abort()
-        if self.reply is not None:
-            self.reply.stopped = True
-            self.lanes.wake()
+        self.reply.stop()  # its pages not started yet are dropped
 
 
 def run(config: RunConfig, *, stdin: IO[str] | None = None, watch: Watch | None = None,

@@ -1,17 +1,17 @@
-"""The engine side of the pipeline, built once and shared by every run of a converter: the engine's front,
-the priority lanes, and the engine on its devices (batch → infer). With `--ray` the engines live on the
-cluster's actors instead, and only the front (naming the output) is kept here: each actor builds this same
-Service, local, for its one device (remote.py: DeviceHost).
+"""The engine side of the pipeline, built once and shared by every run of a converter: the engine's front and
+its executor (executor.py), where pages run. Here: the decode intake, the priority lanes and the engine on its
+devices (batch → infer). With `--ray` the engines live on the cluster's actors instead (ray_driver.py), and only
+the front (naming the output) is kept here: each actor builds this same Service, local, for its one device
+(ray_actor.py: DeviceHost). Choosing the executor is the only place a local run and a Ray run differ.
 
-    front ── prepare (decode threads) ──▶ lanes (interactive | bulk) ──▶ Devices: one runner per device
+    Job ─▶ Intake (decode threads) ──▶ lanes (interactive | bulk) ──▶ Devices: one runner per device
                                      watchdog: what of it (and of each run) is stuck
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable
 
 from ..config import EngineOptions, ServiceConfig
 from ..engines import registry
@@ -19,7 +19,9 @@ from ..engines.base import Capabilities, Front
 from ..gpu.device import MemoryProbe, resolve_devices
 from ..gpu.throughput import AUTO_CEILING, JOIN_PAGES, JOIN_WAIT_S, ThroughputController
 from ..gpu.nvml import ResourceSampler
-from .batcher import Batcher
+from .batcher import Batcher, window
+from .decode import DecodeSettings
+from .executor import Executor, LocalExecutor, merge_facts  # noqa: F401 - merge_facts: as it was
 from .infer import Devices
 from .lanes import Lanes
 from .watchdog import Watchdog
@@ -28,22 +30,25 @@ ROOM = 1  # interactive pages a batch may hold beyond --max-batch (batcher.py)
 
 
 class Service:
-    def __init__(self, config: ServiceConfig) -> None:
+    def __init__(self, config: ServiceConfig, remote: Callable[[ServiceConfig, bool], Executor] | None = None) -> None:
+        """`remote` makes the executor of a `--ray` service (engine_side.py gives ray_driver.RayExecutor)."""
         self.config = config
         engine_class = registry.engine_class(config.engine, config.engine_options)
         caps = engine_class.capabilities
         self.sampler = ResourceSampler()
-        self.devices: Devices | None = None
-        self.lanes: Lanes | None = None
+        self.streams = continuous(config, caps)  # pages join running rows: a wider window
         self.cut_short = False  # a run stopped at once: pages in flight may never finish (a stuck engine)
         # The one stall watchdog: its devices, a Converter's decode threads, each run, a server (watchdog.py)
         self.watchdog = Watchdog(config.stall_timeout)
         if config.ray:  # the cluster's actors hold the engines; this one only names the engine's output
             from . import cluster
 
+            if remote is None:
+                raise ValueError("a --ray service needs its executor (engine_side.open_service)")
             cluster.connect(config.ray)
             self.front: Front = engine_class(config.engine_options)
             self.device_names: tuple[str, ...] = ("ray",)
+            self.executor: Executor = remote(config, caps.uses_gpu)
         else:
             self.device_names = resolve_devices(config.devices, caps.uses_gpu)
             streams = continuous(config, caps)
@@ -61,31 +66,31 @@ class Service:
                 return min(most, JOIN_PAGES) if streams else most
 
             batcher = Batcher(cap(), wait, key=self.front.bucket_key, starve_s=config.starve_s, room=ROOM)
-            self.lanes = Lanes(batcher, limit=config.max_batch * (len(self.device_names) + 2) + config.workers,
-                               cap=cap)
-            self.devices = Devices(runners, self.device_names, self.lanes, self.controllers, MemoryProbe, room=ROOM,
-                                   ahead=caps.stages, watchdog=self.watchdog)
+            lanes = Lanes(batcher, limit=config.max_batch * (len(self.device_names) + 2) + config.workers, cap=cap)
+            devices = Devices(runners, self.device_names, lanes, self.controllers, MemoryProbe, room=ROOM,
+                              ahead=caps.stages, watchdog=self.watchdog)
+            self.executor = LocalExecutor(self.front, lanes, devices, DecodeSettings.of(config), config.workers,
+                                          self.watchdog)
         self.sampler.start()
 
+    def window(self) -> int:
+        """Pages one caller that feeds every device (`Converter.stream`) keeps submitted and unfinished (the
+        executor started first: how many Ray workers there are is known once they are)."""
+        self.executor.start()
+        return window(self.config.max_batch, self.executor.width, self.streams)
+
     def describe(self) -> dict[str, Any]:
-        """The engine's facts for the summary: its front's, and those of every loaded device's runner."""
-        facts = self.front.describe()
-        if self.devices is not None:
-            facts.update(merge_facts(r.device_facts() for r, up in zip(self.devices.runners, self.devices.loaded)
-                                     if up))
-        return facts
+        """The engine's facts for the summary: its front's, and its executor's (every loaded device's, or the Ray
+        workers'; not asked of them once a run was cut short: they may be stuck)."""
+        return {**self.front.describe(), **self.executor.describe(quick=self.cut_short)}
 
     def close(self, wait: bool = True) -> None:
         """Finish what waits (with `wait`, unless a run was cut short) and unload the engine."""
         try:
-            if self.devices is not None:
-                if wait and not self.cut_short:
-                    self.devices.close()
-                else:  # stopping early: wake decode threads held back by the engine's buffers, wait for nothing
-                    self.watchdog.close()
-                    self.front.abort()
-                    self.lanes.close()
-            elif self.config.ray == "local":
+            if not (wait and not self.cut_short):  # stopping early: nothing stuck is waited for
+                self.watchdog.close()
+            self.executor.close(wait=wait and not self.cut_short)
+            if self.config.ray == "local":
                 from . import cluster
 
                 cluster.shutdown()
@@ -97,25 +102,6 @@ class Service:
 def continuous(config: ServiceConfig, caps: Capabilities) -> bool:
     """Pages stream into a running decode loop (the engine has one and the run asked for it)."""
     return config.engine_options.schedule == "continuous" and caps.streams
-
-
-def merge_facts(per_device: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    """The devices' facts as one: a value they share once; numbers that differ added (counts), texts that differ
-    joined ("cuda:0, cuda:1")."""
-    seen: dict[str, list[Any]] = {}
-    for facts in per_device:
-        for key, value in facts.items():
-            seen.setdefault(key, []).append(value)
-    merged: dict[str, Any] = {}
-    for key, values in seen.items():
-        distinct = list(dict.fromkeys(values))
-        if len(distinct) == 1:
-            merged[key] = distinct[0]
-        elif all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
-            merged[key] = sum(values)
-        else:
-            merged[key] = ", ".join(map(str, distinct))
-    return merged
 
 
 def _sized(config: ServiceConfig, devices: tuple[str, ...], streams: bool) -> EngineOptions:
@@ -138,19 +124,3 @@ def _sized(config: ServiceConfig, devices: tuple[str, ...], streams: bool) -> En
     if options.pin_memory is None:  # pinned buffers only feed GPUs; a CPU run leaves CUDA alone
         options = dataclasses.replace(options, pin_memory=any(d.startswith("cuda") for d in devices))
     return options
-
-
-@contextlib.contextmanager
-def lent(config: ServiceConfig, given: Callable[[], Service] | None) -> Iterator[Service]:
-    """The service a run uses: `given`'s (a Converter's, kept after the run), or one made for this run and
-    closed after it (without waiting for the pages in flight when the run failed)."""
-    if given is not None:
-        yield given()
-        return
-    service = Service(config)
-    try:
-        yield service
-    except BaseException:
-        service.close(wait=False)
-        raise
-    service.close()

@@ -241,17 +241,17 @@ def summary_dict(snap: Snapshot) -> dict[str, Any]:
 
 def run_snapshot(run: Any) -> Snapshot:
     """A run's progress now (pipeline/run.py's `_Run`: its queues, what discovery found, what the writer wrote,
-    its devices' figures, local or Ray), for the progress view, `watch` and the summary."""
-    lanes, queues, devices = run.lanes, {"decode": run.refs, "write": run.results}, run.devices or run.dispatcher
+    its executor's figures, local or Ray), for the progress view, `watch` and the summary."""
+    queues, executor = {"decode": run.refs, "write": run.results}, run.executor
     total, discovering = run.found.pages + run.writer.file_failures, not run.refs.closed
     if discovering and run.counter.total is not None:  # counted ahead: the total is known
         total, discovering = max(total, run.counter.total), False
     return run.stats.snapshot(
         pages_total=total, discovering=discovering,
         done={s.value: n for s, n in run.writer.counts.items()}, last_error=run.writer.last_error,
-        queue_depth={**{k: len(v) for k, v in queues.items()}, "batch": len(lanes or ()), "infer": 0},
-        queue_max={**{k: v.maxsize for k, v in queues.items()}, "batch": getattr(lanes, "limit", 1), "infer": 1},
-        resources=run.service.sampler.latest(), infer_workers=devices.figures() if devices else ())
+        queue_depth={**{k: len(v) for k, v in queues.items()}, "batch": sum(executor.depth().values()), "infer": 0},
+        queue_max={**{k: v.maxsize for k, v in queues.items()}, "batch": executor.limit, "infer": 1},
+        resources=run.service.sampler.latest(), infer_workers=executor.figures())
 
 
 def run_summary(run: Any) -> "Summary":
@@ -259,10 +259,9 @@ def run_summary(run: Any) -> "Summary":
     snap = run_snapshot(run)
     if not run.found.sources and not run.writer.counts[Status.FAILED] and run.stopping is None:
         raise NoInputsError(f"no PDF or image files found in {', '.join(run.config.inputs)}")
-    ray = {**run.dispatcher.facts, "ray_workers": run.dispatcher.workers} if run.dispatcher is not None else {}
     return Summary(counts=snap.done, pages_total=snap.pages_total, sources=run.found.sources,
                    missing_inputs=list(run.found.missing_inputs), renamed=list(run.found.renamed),
-                   engine={**run.service.describe(), **ray}, figures=summary_dict(snap),
+                   engine=run.service.describe(), figures=summary_dict(snap),
                    output=str(run.out), failures=run.failures, stopped_by=run.stopping,
                    review_below=run.config.review_below, review=run.outputs.review_list())
 

@@ -4,8 +4,8 @@ finished for `--stall-timeout` is given up: its pages get their one result, fail
 caller and no run waits forever. Each way in watches what it has; the reasons the user reads stay apart:
 
     thing watched (who watches it)                     stuck when                       then
-    a page being read and prepared (Converter)         on its decode thread too long    it fails: "stalled: reading
-                                                                                        or preparing the page ..."
+    a page being read and prepared (the intake, for    on its decode thread too long    it fails: "stalled: reading
+      the Converter's pages: executor.py)                                               or preparing the page ..."
     a device's worker (Devices, every way in; a        pages in hand, none finished     they fail: "stalled: no page
       Ray actor's too)                                                                  finished on DEVICE ..."
     a run (pipeline/run.py, `RunStall` below)          pages in flight, none answered,  it stops (exit 8): "no page

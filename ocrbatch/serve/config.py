@@ -7,6 +7,7 @@ from typing import Mapping
 
 from ..config import MAX_BATCH_START, OPTION, by_code, typed_config, validate
 from ..errors import UsageError
+from ..pipeline.batcher import window
 
 TOKEN_ENV = OPTION["token"].env
 
@@ -17,8 +18,9 @@ class ServeConfig:
     port: int = OPTION["port"].default
     max_upload_mb: float = OPTION["max_upload_mb"].default  # a larger body is refused with 413
     max_queue: int = OPTION["max_queue"].default  # pages held at once (waiting or running); a request beyond: 503
-    # pages of one request in the queue at a time (a long PDF enters as others leave): twice --max-batch
-    window: int = by_code(2 * MAX_BATCH_START)
+    # pages of one request in the queue at a time (a long PDF enters as others leave): the one window policy
+    # (pipeline/batcher.py) for one caller
+    window: int = by_code(window(MAX_BATCH_START))
     token: str | None = OPTION["token"].default  # bearer token for /v1/*; None: open
     drain_s: float = OPTION["drain_s"].default  # after SIGTERM, how long requests in flight may take to finish
     retry_after_s: int = by_code(1)  # the Retry-After of a 503

@@ -61,11 +61,13 @@ def run(pages, rec_path: Path | None, dict_path: Path | None, height: int | None
     from ocrbatch.engines import ppocr, registry, runtimes
     from ocrbatch.records import PageImage
 
+    # --script all: the wheel's tiny recognizer at 48 rows reads first (the baseline), and crops are cut at 48
     engine = registry.create("rapidocr", EngineOptions(model_size=DETECTOR, reread_below=0.0, threads=1,
-                                                       runtime="onnxruntime"))
+                                                       runtime="onnxruntime", script="all"))
     engine.load("cpu")
     if rec_path is not None:
-        engine._rec = ppocr.Recognizer(runtimes.OnnxRuntimeModel(rec_path), dict_path)
+        engine._rec = ppocr.Recognizer(runtimes.OnnxRuntimeModel(rec_path), dict_path, height or ppocr.REC_HEIGHT,
+                                       rec_path.stem)
     timed = engine._rec = Timed(engine._rec, height)
     try:
         for i in range(0, len(pages), 8):

@@ -2,4 +2,5 @@ import sys
 
 from .train import main
 
-sys.exit(main())
+if __name__ == "__main__":  # run as `python -m ocrbatch.training`; imported (a docs build), nothing runs
+    sys.exit(main())

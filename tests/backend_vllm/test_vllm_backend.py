@@ -155,7 +155,7 @@ def test_an_engine_error_fails_only_its_page_exactly_once(checkpoint: Path, tmp_
     with Converter(engine="deepseek-ocr2", backend="vllm", model=str(checkpoint), max_new_tokens=16,
                    devices="cpu", max_batch=4, max_wait_ms=2000) as conv:
         conv.load()
-        runner = conv._svc().devices.runners[0]
+        runner = conv._svc().executor.devices.runners[0]  # the local executor's devices
         model = runner.llm.model_executor.driver_worker.model_runner.model
         real = model.embed_multimodal
 

@@ -168,6 +168,15 @@ ENGINE = [
              "            if arr.dtype == np.float32 and arr.ndim >= 1:",
              ("tests/test_training.py::test_the_recipe_trains_checkpoints_resumes_and_exports_a_model_onnxruntime_runs",),
              "a fine-tune moves BatchNorm's statistics (a short run on drawn lines then reads real pages worse)"),
+    Mutation("distil-backbone-trained", "ocrbatch/training/distil.py",
+             "    late = {i for n in nodes[start:] for i in n.input}", "    late = {i for n in nodes for i in n.input}",
+             ("tests/test_training.py::test_the_detector_distillation_trains_resumes_and_exports_a_detector_the_engine_runs",),
+             "the distillation moves the detector's backbone too (its students then ran columns together on real pages)"),
+    Mutation("graph-resize-scales-trained", "ocrbatch/training/graph.py",
+             "            elif n.op_type == \"Resize\":\n                stats.update(n.input[1:])",
+             "            elif False:\n                stats.update(n.input[1:])",
+             ("tests/test_training.py::test_the_graph_module_runs_the_detectors_and_the_small_recognizer_as_shipped",),
+             "Resize's scales become trainable weights (the upsampling factors would drift)"),
 ]
 
 _P = "tests/test_engine_plugin.py::"

@@ -99,9 +99,14 @@ def test_the_graph_module_runs_the_detectors_and_the_small_recognizer_as_shipped
     det = ppocr.model_dir() / ppocr.MODELS[size][0]
     x = rng.uniform(-1, 1, (1, 3, 96, 160)).astype(np.float32)
     want = ort.InferenceSession(str(det)).run(None, {"x": x})[0]
+    module = graph.GraphModule(graph.load(det)).eval()
     with torch.no_grad():
-        got = torch.sigmoid(graph.GraphModule(graph.load(det)).eval()(torch.from_numpy(x))).numpy()
+        got = torch.sigmoid(module(torch.from_numpy(x))).numpy()
     assert got.shape == want.shape and np.abs(got - want).max() < 1e-3
+    # the weights train; the upsampling factors are constants
+    scales = {i for n in graph.load(det).graph.node if n.op_type == "Resize" for i in n.input[1:] if i}
+    weights = {k for k, attr in module._names.items() if isinstance(getattr(module, attr), torch.nn.Parameter)}
+    assert scales and len(weights) > 50 and not weights & scales
     if size == "small":
         rec = graph.adapt(graph.load(ppocr.model_dir() / ppocr.MODELS[size][1]), 32, None)
         x = rng.uniform(-1, 1, (2, 3, 32, 96)).astype(np.float32)
@@ -141,7 +146,10 @@ def test_the_detector_distillation_trains_resumes_and_exports_a_detector_the_eng
     from onnx import numpy_helper
 
     before = {t.name: numpy_helper.to_array(t) for t in shipped.graph.initializer}
-    assert any(not np.array_equal(numpy_helper.to_array(t), before[t.name]) for t in exported.graph.initializer)
+    after = {t.name: numpy_helper.to_array(t) for t in exported.graph.initializer}
+    assert any(not np.array_equal(after[k], before[k]) for k in before)  # trained: the head moved
+    stem = next(n for n in shipped.graph.node if n.op_type == "Conv").input[1]
+    assert np.array_equal(after[stem], before[stem])  # the backbone stays as shipped (DistilConfig.train_from)
 
 
 def test_the_distillation_loss_is_least_where_the_student_agrees_with_the_teacher():

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 EVAL_SEED = 1000003
-CROP = 512  # side of a training crop, detector pixels (a multiple of ppocr.DET_MULTIPLE): DistilConfig.crop
+CROP = 512  # side of a training crop, detector pixels (a multiple of ppocr.DET_MULTIPLE): DistilConfig.crop; 0: pages
 CROPS = 4  # crops per step, all of one page
 SCALES = (0.7, 1.3)  # the crop's scale, times the engine's first-pass scale of the page (uniform in the log)
 INK_TRIES = 6  # a crop is drawn again (up to this many times) while the teacher sees no text in it
@@ -50,6 +50,8 @@ class DistilConfig:
     warmup: int = 50  # steps over which the learning rate rises
     dice: float = 1.0  # weight of the dice term beside the cross-entropy
     crop: int = CROP
+    train_from: str = "Resize"  # only the weights of the nodes from the first of these on train (the top-down
+    # path and the head; the backbone stays as shipped); "": every weight
     eval_every: int = 250
     eval_pages: int = 6
     threads: int = 2
@@ -93,13 +95,16 @@ def crops(rng: random.Random, bgr: np.ndarray, teacher, n: int = CROPS,
           side: int = CROP) -> tuple[np.ndarray, np.ndarray]:
     """`n` crops of the page (inputs (n, 3, side, side)) and the teacher's probabilities for them (n, 1, side,
     side): the page at the engine's scale times a factor in SCALES, each crop placed at random where the teacher
-    sees some text (else the last try)."""
+    sees some text (else the last try). `side` 0: the whole page, as the engine detects it (one input)."""
     from ..engines import ppocr
 
     h, w = bgr.shape[:2]
     base = min(1.0, ppocr.DetParams().max_side / max(h, w))
     lo, hi = math.log(SCALES[0]), math.log(SCALES[1])
     scaled = _scaled(bgr, base * math.exp(rng.uniform(lo, hi)))
+    if side <= 0:  # the page's own statistics (its margins, its blank space) in every attention pooling
+        x = _input(scaled)[None]
+        return x, teacher(x).astype(np.float32)
     sh, sw = scaled.shape[:2]
     if sh < side or sw < side:  # a short page: padded with its paper colour
         pad = np.empty((max(sh, side), max(sw, side), 3), np.uint8)
@@ -195,6 +200,22 @@ class _TorchDetector:
             return self.module(torch.from_numpy(x).to(self.device)).sigmoid().cpu().numpy()
 
 
+def trainable(module, model, train_from: str) -> list:
+    """The module's parameters that train: those the graph's nodes use from the first `train_from` node on (its
+    input and beyond); the others are frozen (requires_grad off). "" or no such node: all of them."""
+    nodes = list(model.graph.node)
+    start = next((k for k, n in enumerate(nodes) if n.op_type == train_from), 0) if train_from else 0
+    late = {i for n in nodes[start:] for i in n.input}
+    keep = []
+    for name, attr in module._names.items():
+        p = getattr(module, attr)
+        if isinstance(p, __import__("torch").nn.Parameter):
+            p.requires_grad_(name in late)
+            if name in late:
+                keep.append(p)
+    return keep
+
+
 def run(cfg: DistilConfig, log=print) -> Path:
     import torch
 
@@ -210,7 +231,8 @@ def run(cfg: DistilConfig, log=print) -> Path:
     template = graph.load(models / ppocr.MODELS[cfg.student][0])
     model = graph.GraphModule(template).to(device)
     model.eval()  # folded BatchNorm, no dropout: nothing differs between training and inference
-    opt = torch.optim.AdamW(list(model.parameters()), lr=cfg.lr, weight_decay=0.0)
+    trained = trainable(model, template, cfg.train_from)
+    opt = torch.optim.AdamW(trained, lr=cfg.lr, weight_decay=0.0)
     state = {"step": 0, "wall": 0.0}
     ckpt = work / "ckpt.pt"
     if ckpt.exists():
@@ -250,7 +272,7 @@ def run(cfg: DistilConfig, log=print) -> Path:
         loss = loss_fn(logits, torch.from_numpy(y).to(device), cfg.dice)
         opt.zero_grad()
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+        torch.nn.utils.clip_grad_norm_(trained, 5.0)
         opt.step()
         losses.append(loss.item())
         state["step"] += 1

@@ -31,6 +31,7 @@ _SKIP = ("math", "dingbat", "d050000l", "z003", "symbol", "initials", "keyboard"
          "caps", "dunhill", "quotation", "lmmonolt", "lmmonoproplt", "unslanted", "noto")
 PT_MIN, PT_MAX = 7.0, 14.0  # body type sizes drawn (points)
 SKEW_MAX = 1.0  # degrees
+GUTTER = (0.12, 0.4)  # inches between columns (journals set 0.15-0.25)
 DPIS = (150, 150, 150, 200)
 # Share of pages that are till receipts. A receipt holds a third of a page's lines, so at 0.3 about one line in
 # eight comes from one; receipts and invoices are much of what users scan.
@@ -196,7 +197,7 @@ def draw_page(rng: random.Random, corpus: Corpus) -> Page:
     p = _Painter(rng, img, dpi)
     margin = rng.uniform(0.5, 1.0) * dpi
     ncols = rng.choices([1, 2, 3], [0.55, 0.35, 0.10])[0]
-    gutter = rng.uniform(0.2, 0.4) * dpi
+    gutter = rng.uniform(GUTTER[0], GUTTER[1]) * dpi
     colw = (w - 2 * margin - (ncols - 1) * gutter) / ncols
     body = _pick_font(rng, mono=False)
     pt = rng.uniform(PT_MIN, PT_MAX if ncols == 1 else 11.0)

@@ -8,9 +8,9 @@ the stress set (notes: issue 26), that keeps small's accuracy goals while the sm
 quarter of the lines; keeping the higher-scored of the two readings instead did worse, as the two models'
 scores are not on one scale.
 By default (`--script auto`) both recognizers of the cascade read with a Latin output head (engines/heads.py: the
-output layer sliced to charsets/latin.txt; the small one's 120 x 18,710 layer is a fifth of its cost), and the lines
-that look like another script (other_script) are read by the small one's full head instead, loaded at the first
-such line (other_reader). Every recognizer reads crops scaled to its model's own input height
+output layer sliced to charsets/latin.txt; the small one's 120 x 18,710 layer is a fifth of its cost); a line that
+looks like another script (other_script) is read again, and where the small one's Latin reading still looks so,
+by its full head, loaded at the first such line (other_reader). Every recognizer reads crops scaled to its model's own input height
 (ppocr.RECOGNIZERS); crops are cut at the taller reader's.
 `--model-size small` reads every line with the small models; `--model-size tiny` also detects with the
 tiny detector (fastest; `--reread-below 0` makes it tiny alone). `--int8` swaps in static int8 copies of
@@ -140,7 +140,6 @@ class _Page:
     texts: list = field(default_factory=list)
     scores: list = field(default_factory=list)
     reread: list = field(default_factory=list)  # lines read again by the second recognizer (append: thread-safe)
-    other: set = field(default_factory=set)  # lines that look like another script: for the full head
     error: Exception | None = None  # this page failed (detection or recognition); its neighbours go on
 
 
@@ -398,27 +397,19 @@ class RapidOcrEngine(Engine):
             states[i].texts[j], states[i].scores[j] = reading.text, reading.score
         if self._reread is None:
             return []
-        again = []
-        for (i, j), reading in zip(chunk, results):
-            other = self._script_check and other_script(reading)
-            if other and self._other_name is not None:
-                states[i].other.add(j)  # for the full head (set.add: thread-safe)
-            if other or needs_second_reading(reading, self._reread_below):
-                again.append((i, j))
-        return again
+        return [ij for ij, reading in zip(chunk, results)
+                if needs_second_reading(reading, self._reread_below)
+                or (self._script_check and other_script(reading))]
 
     def _read_again(self, states: list[_Page], chunk: list[tuple[int, int]]) -> list[tuple[int, int]]:
-        """Read the chunk's unsure lines with the second recognizer and keep the better reading of each; lines of
-        another script (the first reading's look, or the second's) with the full head, where the second has a
-        Latin one."""
+        """Read the chunk's unsure lines with the second recognizer and keep the better reading of each; where the
+        second has a Latin head, the lines its reading says are of another script are read by the full head (a
+        Latin line the first reader only set sparsely is read right by the second and never gets there)."""
         chunk = [ij for ij in chunk if states[ij[0]].error is None]
-        latin = [ij for ij in chunk if ij[1] not in states[ij[0]].other]
         try:
-            results = self._reread.read([states[i].crops[j] for i, j in latin]) if latin else []
-            full = [ij for ij in chunk if ij[1] in states[ij[0]].other]
-            if self._other_name is not None:
-                full += [ij for ij, r in zip(latin, results) if other_script(r)]
-            seconds = dict(zip(latin, results))
+            results = self._reread.read([states[i].crops[j] for i, j in chunk]) if chunk else []
+            full = [ij for ij, r in zip(chunk, results) if other_script(r)] if self._other_name is not None else []
+            seconds = dict(zip(chunk, results))
             if full:
                 seconds.update(zip(full, self._full_head().read([states[i].crops[j] for i, j in full])))
             seconds = {ij: (r.text, r.score) for ij, r in seconds.items()}

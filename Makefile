@@ -46,8 +46,11 @@ $(VLLM_VENV)/.test: pyproject.toml $(STAND_IN)
 run: $(VENV)/.base
 	$(BIN)/ocrbatch convert sample_docs -o out
 
+# two pytest workers, each taking whole test files (their module fixtures load models once): on 2 cores the suite
+# takes half the time it takes in one process, as many tests wait (subprocesses, Ray, servers) more than they compute
+TEST_WORKERS ?= 2
 test: $(VENV)/.test
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 test-vllm: $(VLLM_VENV)/.test
 	$(VBIN)/python -m pytest -q tests/backend_vllm

@@ -577,4 +577,9 @@ CONVERT += [
              (_X + "test_the_same_pages_through_the_executor_here_and_on_ray_give_the_same_records",),
              "an actor's results name its own copies of the files: the driver takes none of them for its pages",
              timeout=600),
+    Mutation("last-batch-waits-its-window", "ocrbatch/pipeline/executor.py",
+             "        self.intake.after_taken(self.lanes.expire)\n", "",
+             (_C + "test_pages_of_one_size_share_batches_up_to_max_batch",),
+             "a run's last pages, decoded after its sender finished, wait out --max-wait-ms for company that never comes",
+             timeout=300),
 ]

@@ -8,6 +8,7 @@ from mutation_check import Mutation
 _K, _Q, _R = "tests/test_cascade.py::", "tests/test_int8.py::", "tests/test_runtimes.py::"
 _G = "tests/test_rapid_layouts.py::"
 _H = "tests/test_heads.py::"
+_I = "tests/test_ink_extent.py::"
 
 ENGINE = [
     Mutation("doctor-openvino-extra-unsaid", "ocrbatch/engines/rapidocr/doctor.py", "        elif not ov and amx:", "        elif False:",
@@ -224,4 +225,26 @@ ENGINE += [
              (_H + "test_the_full_head_is_loaded_at_the_first_line_of_another_script_and_never_for_latin_pages",
               _H + "test_the_script_check_alone_sends_a_cjk_line_read_by_the_latin_head_to_the_full_head"),
              "a CJK line is read again by the Latin head only, and comes out empty"),
+    Mutation("ink-extent-averaged", "ocrbatch/engines/ppocr.py",
+             "    darkest = cv2.erode(grey, kernel)[::INK_BLOCK, ::INK_BLOCK]\n"
+             "    lightest = cv2.dilate(grey, kernel)[::INK_BLOCK, ::INK_BLOCK]\n",
+             "    darkest = lightest = cv2.resize(grey, (w // INK_BLOCK, h // INK_BLOCK), interpolation=cv2.INTER_AREA)\n",
+             (_I + "test_the_extent_holds_the_text_and_a_faint_hairline_footer_and_leaves_the_margins_out",),
+             "a faint footer in thin strokes averages away with its paper: its line is cut off the page the detector sees"),
+    Mutation("ink-extent-dark-only", "ocrbatch/engines/ppocr.py",
+             " | (lightest.astype(np.float32) - paper > contrast)", "",
+             (_I + "test_light_type_on_a_dark_page_counts_as_ink_and_a_blank_page_is_kept_whole",),
+             "light type on a dark page is not ink: its lines are cut off"),
+    Mutation("det-window-map-misplaced", "ocrbatch/engines/ppocr.py", "    prob[y0:y1, x0:x1] = model(x)[0, 0]\n",
+             "    prob[:y1 - y0, :x1 - x0] = model(x)[0, 0]\n",
+             (_I + "test_the_detector_finds_the_same_lines_in_the_extent_as_on_the_whole_page",),
+             "the text map of the window is laid on the page at its corner: every box is off"),
+    Mutation("det-window-unpadded", "ocrbatch/engines/ppocr.py", "    g = DET_MULTIPLE\n",
+             "    g = DET_MULTIPLE\n    p = DetParams(ink_pad=0)\n",
+             (_I + "test_the_window_is_the_ink_and_its_pad_cut_on_the_networks_grid",),
+             "text at the window's edge meets the network's zero padding with no paper around it"),
+    Mutation("det-window-off-grid", "ocrbatch/engines/ppocr.py", "    g = DET_MULTIPLE\n", "    g = 1\n",
+             (_I + "test_the_window_is_the_ink_and_its_pad_cut_on_the_networks_grid",),
+             "the window is cut off the network's grid: the text map shifts and lines across narrow gutters merge "
+             "(stress CER 0.0152 -> 0.0479 measured)"),
 ]

@@ -130,6 +130,8 @@ class DetParams:
     target_text: float = 26.0  # box height the second pass aims for: about that of an A4 page at 150 dpi
     tile: int = 1280  # side of the tiles (detector pixels) a large page is detected in
     overlap: int = 160  # overlap between neighbouring tiles (detector pixels)
+    ink_pad: int = 32  # detector pixels of paper kept around the page's ink (ink_extent)
+    ink_contrast: float = 48.0  # grey levels from the paper's tone that count as ink (ink_extent)
 
 
 def detect(model: Model, bgr: np.ndarray, p: DetParams,
@@ -162,6 +164,41 @@ def detect(model: Model, bgr: np.ndarray, p: DetParams,
                 if lo_x <= cx < hi_x and lo_y <= cy < hi_y:
                     found.append((q, sc, ty * len(xs) + tx))
     return _join_split_lines(found)
+
+
+INK_BLOCK = 4  # the page is looked at in blocks of this many pixels a side to find where its ink lies
+
+
+def ink_extent(bgr: np.ndarray, contrast: float) -> tuple[int, int, int, int]:
+    """The smallest box (x0, y0, x1, y1; page pixels, end exclusive) holding every pixel whose grey differs from
+    the paper's (the page's median grey) by more than `contrast`; the whole page where none does. A block counts
+    by its darkest and lightest pixel, so a hairline stroke counts at its full contrast; darker or lighter both
+    count, so light type on a dark page and a photograph are kept whole; a scanner's dark border or a speck keeps
+    more paper, never less ink."""
+    h, w = bgr.shape[:2]
+    grey = cv2.cvtColor(bgr, cv2.COLOR_BGR2GRAY) if bgr.ndim == 3 else bgr
+    kernel = np.ones((INK_BLOCK, INK_BLOCK), np.uint8)
+    darkest = cv2.erode(grey, kernel)[::INK_BLOCK, ::INK_BLOCK]
+    lightest = cv2.dilate(grey, kernel)[::INK_BLOCK, ::INK_BLOCK]
+    paper = float(np.median(grey[::INK_BLOCK, ::INK_BLOCK]))
+    ink = (paper - darkest.astype(np.float32) > contrast) | (lightest.astype(np.float32) - paper > contrast)
+    rows, cols = np.flatnonzero(ink.any(axis=1)), np.flatnonzero(ink.any(axis=0))
+    if not len(rows):
+        return 0, 0, w, h
+    return (max(0, (int(cols[0]) - 1) * INK_BLOCK), max(0, (int(rows[0]) - 1) * INK_BLOCK),
+            min(w, (int(cols[-1]) + 2) * INK_BLOCK), min(h, (int(rows[-1]) + 2) * INK_BLOCK))
+
+
+def det_window(bgr: np.ndarray, nw: int, nh: int, p: DetParams) -> tuple[int, int, int, int]:
+    """The part of the detector's input (the page scaled to nw x nh) that is convolved: the page's ink
+    (ink_extent) and `p.ink_pad` pixels of paper around it, cut on the network's grid of DET_MULTIPLE pixels, so
+    that inside it the text map is the whole page's. A third of a typical page is paper around its text."""
+    h, w = bgr.shape[:2]
+    x0, y0, x1, y1 = ink_extent(bgr, p.ink_contrast)
+    fx, fy = nw / w, nh / h
+    g = DET_MULTIPLE
+    return (max(0, (int(x0 * fx) - p.ink_pad) // g * g), max(0, (int(y0 * fy) - p.ink_pad) // g * g),
+            min(nw, -(-(math.ceil(x1 * fx) + p.ink_pad) // g) * g), min(nh, -(-(math.ceil(y1 * fy) + p.ink_pad) // g) * g))
 
 
 def readable_scale(quads: np.ndarray, shape: tuple[int, ...], p: DetParams) -> float | None:
@@ -221,8 +258,10 @@ def _detect_once(model: Model, bgr: np.ndarray, scale: float, p: DetParams):
     nh = max(DET_MULTIPLE, int(round(h * scale / DET_MULTIPLE)) * DET_MULTIPLE)
     nw = max(DET_MULTIPLE, int(round(w * scale / DET_MULTIPLE)) * DET_MULTIPLE)
     img = cv2.resize(bgr, (nw, nh), interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR)
-    x = (img.astype(np.float32) * (2 / 255.0) - 1.0).transpose(2, 0, 1)[None]
-    prob = model(x)[0, 0]
+    x0, y0, x1, y1 = det_window(bgr, nw, nh, p)
+    x = (img[y0:y1, x0:x1].astype(np.float32) * (2 / 255.0) - 1.0).transpose(2, 0, 1)[None]
+    prob = np.zeros((nh, nw), np.float32)
+    prob[y0:y1, x0:x1] = model(x)[0, 0]
     return _db_boxes(prob, p, w / nw, h / nh, w, h)
 
 

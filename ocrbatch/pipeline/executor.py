@@ -18,6 +18,7 @@ batching-window policy: how many pages a caller keeps submitted and unfinished (
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from dataclasses import dataclass
@@ -99,6 +100,9 @@ class Intake:
                        "bulk": decode.DecodePool(self.threads, "decode-bulk")}
         self._room = threading.Condition()
         self._queued, self._closed = 0, False
+        self._taken = itertools.count()
+        self._reading: set[int] = set()  # jobs taken and not yet handed on
+        self._after: list[tuple[set[int], Callable[[], None]]] = []  # (jobs still to hand on, then call this)
 
     def submit(self, job: Job, block: bool = False) -> None:
         lane = "interactive" if job.reply.lane == "interactive" else "bulk"
@@ -108,7 +112,32 @@ class Intake:
                 self._room.wait()
             if lane == "bulk":
                 self._queued += 1
-        self._pools[lane].submit(lambda: self._read(job, lane))
+            n = next(self._taken)
+            self._reading.add(n)
+        self._pools[lane].submit(lambda: self._read_one(job, lane, n))
+
+    def after_taken(self, then: Callable[[], None]) -> None:
+        """Call `then` once every job taken so far has been handed on (at once when none is being read)."""
+        with self._room:
+            if self._reading:
+                self._after.append((set(self._reading), then))
+                return
+        then()
+
+    def _read_one(self, job: Job, lane: str, n: int) -> None:
+        try:
+            self._read(job, lane)
+        finally:
+            due = []
+            with self._room:
+                self._reading.discard(n)
+                for left, then in self._after:
+                    left.discard(n)
+                    if not left:
+                        due.append(then)
+                self._after = [(left, then) for left, then in self._after if left]
+            for then in due:
+                then()
 
     def _read(self, job: Job, lane: str) -> None:
         if lane == "bulk":
@@ -183,7 +212,9 @@ class LocalExecutor:
         self.intake.submit(job, block)
 
     def expire(self) -> None:
+        # the pages waiting go now, and so do those still being decoded once they are in the lanes
         self.lanes.expire()
+        self.intake.after_taken(self.lanes.expire)
 
     def wake(self) -> None:
         self.lanes.wake()

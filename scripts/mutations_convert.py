@@ -582,4 +582,9 @@ CONVERT += [
              (_C + "test_pages_of_one_size_share_batches_up_to_max_batch",),
              "a run's last pages, decoded after its sender finished, wait out --max-wait-ms for company that never comes",
              timeout=300),
+    Mutation("intake-stuck-page-waited-for", "ocrbatch/pipeline/executor.py",
+             "            self._handed_on(n)  # answered: nothing waits for it any more\n", "",
+             (_X + "test_the_intake_calls_back_once_the_pages_it_took_are_handed_on_a_stuck_one_answered_counts",),
+             "after a page stuck on a decode thread, every later run's last pages wait out their batching window",
+             timeout=300),
 ]

@@ -123,6 +123,53 @@ def test_the_intake_answers_each_page_exactly_once_whatever_raises(tmp_path, cas
     assert reply.answers == [expected] and put == []
 
 
+class _Hanging(_Front):
+    """A front whose prepare hangs on its first page until `release` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self.first = True
+
+    def prepare(self, page):
+        if self.first:
+            self.first = False
+            self.release.wait(60)
+        return page
+
+
+def test_the_intake_calls_back_once_the_pages_it_took_are_handed_on_a_stuck_one_answered_counts(tmp_path):
+    """What `expire` waits on: pages still being decoded reach the lanes first. A page stuck on its thread,
+    answered as stalled by the watchdog, is no longer waited for (else a later run's last pages would wait out
+    their batching window)."""
+    from ocrbatch.pipeline.watchdog import Watchdog
+
+    first, second = tmp_path / "first.png", tmp_path / "second.png"
+    for path in (first, second):
+        draw_page("Hello", (300, 200)).save(path)
+    put: list = []
+    front = _Hanging()
+    watchdog = Watchdog(0.5)
+    intake = Intake(1, decode.DecodeSettings(dpi=150), front, put.append, watchdog=watchdog)
+    stuck, other = _Reply(), _Reply()
+    called = threading.Event()
+    pdfs = decode.PdfCache(1)
+    try:
+        intake.submit(Job(_ref(first), stuck, pdfs=pdfs, watched=True))
+        intake.submit(Job(_ref(second), other, pdfs=pdfs, watched=True))
+        intake.after_taken(called.set)
+        assert stuck.done.wait(30) and stuck.answers == ["failed"]  # stalled: answered by the watchdog
+        assert called.wait(30) and len(put) == 1 and put[0].reply is other  # the other page reached the lanes
+        later = threading.Event()
+        intake.after_taken(later.set)
+        assert later.is_set()  # nothing is being read (the stuck page was answered): at once
+    finally:
+        front.release.set()
+        intake.close(wait=False)
+        watchdog.close()
+        pdfs.close()
+
+
 # -- the contract: the same pages here and on a local Ray cluster -------------------------------------------------
 
 VOLATILE = {"timings", "finished_at"}  # when and how fast: never the same twice

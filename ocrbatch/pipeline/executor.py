@@ -126,20 +126,24 @@ class Intake:
 
     def _read_one(self, job: Job, lane: str, n: int) -> None:
         try:
-            self._read(job, lane)
+            self._read(job, lane, n)
         finally:
-            due = []
-            with self._room:
-                self._reading.discard(n)
-                for left, then in self._after:
-                    left.discard(n)
-                    if not left:
-                        due.append(then)
-                self._after = [(left, then) for left, then in self._after if left]
-            for then in due:
-                then()
+            self._handed_on(n)
 
-    def _read(self, job: Job, lane: str) -> None:
+    def _handed_on(self, n: int) -> None:
+        """Job n has left the intake (to the lanes, answered, or given up as stuck): call what waited on it."""
+        due = []
+        with self._room:
+            self._reading.discard(n)
+            for left, then in self._after:
+                left.discard(n)
+                if not left:
+                    due.append(then)
+            self._after = [(left, then) for left, then in self._after if left]
+        for then in due:
+            then()
+
+    def _read(self, job: Job, lane: str, n: int) -> None:
         if lane == "bulk":
             with self._room:
                 self._queued -= 1
@@ -153,6 +157,7 @@ class Intake:
             self.gave_up = True
             self._pools[lane].replace_stuck()  # the pages queued behind it go on
             reply.deliver(PageResult(ref=job.ref, status=Status.FAILED, error=why))
+            self._handed_on(n)  # answered: nothing waits for it any more
 
         task = Task("reading or preparing the page", stuck) if job.watched and self.watchdog else None
         if task is not None:
@@ -212,8 +217,8 @@ class LocalExecutor:
         self.intake.submit(job, block)
 
     def expire(self) -> None:
-        # the pages waiting go now, and so do those still being decoded once they are in the lanes
-        self.lanes.expire()
+        # once the pages taken so far are in the lanes (at once when none is being decoded), they go without
+        # waiting out their window; not before, or the first of them would go alone, ahead of the rest
         self.intake.after_taken(self.lanes.expire)
 
     def wake(self) -> None:

@@ -197,8 +197,13 @@ def det_window(bgr: np.ndarray, nw: int, nh: int, p: DetParams) -> tuple[int, in
     x0, y0, x1, y1 = ink_extent(bgr, p.ink_contrast)
     fx, fy = nw / w, nh / h
     g = DET_MULTIPLE
-    return (max(0, (int(x0 * fx) - p.ink_pad) // g * g), max(0, (int(y0 * fy) - p.ink_pad) // g * g),
-            min(nw, -(-(math.ceil(x1 * fx) + p.ink_pad) // g) * g), min(nh, -(-(math.ceil(y1 * fy) + p.ink_pad) // g) * g))
+    def down(v: float) -> int:  # to the grid line at or before v, less the pad
+        return max(0, (int(v) - p.ink_pad) // g * g)
+
+    def up(v: float, n: int) -> int:  # to the grid line at or after v, plus the pad
+        return min(n, -(-(math.ceil(v) + p.ink_pad) // g) * g)
+
+    return down(x0 * fx), down(y0 * fy), up(x1 * fx, nw), up(y1 * fy, nh)
 
 
 def readable_scale(quads: np.ndarray, shape: tuple[int, ...], p: DetParams) -> float | None:

@@ -13,7 +13,7 @@ from PIL import Image, ImageDraw, ImageFont
 
 from ocrbatch.config import EngineOptions
 from ocrbatch.engines import heads, ppocr, runtimes
-from ocrbatch.engines.rapid import PROFILES, RapidOcrEngine, heads_for
+from ocrbatch.engines.rapid import PROFILES, RapidOcrEngine, heads_for, other_reader
 
 
 def crop(text: str, size: int = 30) -> np.ndarray:
@@ -90,3 +90,37 @@ def test_a_new_version_of_the_model_changes_the_engines_identity(tmp_path, monke
         ppocr.model_digest.cache_clear()
     assert before != after and "+doc-" in before
     assert "+doc" not in RapidOcrEngine(EngineOptions(model_size="auto", script="all")).identity()
+
+
+def test_the_faster_profiles_second_reader_is_small_at_32_rows_on_crops_as_wide_as_at_48():
+    """The faster profile's second reader (--model-size tiny: small32): small's Latin head at 32 rows, fed crops
+    widened by 48 / 32, so a line is as many pixels and CTC frames wide as at small's own 48 rows; lines of other
+    scripts still go to small's full head, and the page's crops are cut at 32 rows, not 48. The default keeps
+    small at 48 rows (docs/design.md: at its accuracy, small32 costs more)."""
+    assert PROFILES["tiny"].reread == "small32" and PROFILES["auto"].reread == "small"
+    assert other_reader(PROFILES["tiny"], "auto", True) == "small"
+    assert heads_for(PROFILES["tiny"], "all", True) == ("tiny", "small")
+    engine = RapidOcrEngine(EngineOptions(model_size="tiny", runtime="onnxruntime"))
+    engine.load("cpu")
+    try:
+        rec = engine._reread
+        assert rec.name == "small32" and rec.height == 32 and engine._crop_height == 32
+        assert rec.width_scale == ppocr.REREAD_WIDTH_SCALE == 48 / 32
+        seen = []
+        model = rec.model
+
+        class Spy:
+            size_for = staticmethod(model.size_for)
+
+            def __call__(self, x):
+                seen.append(x.shape)
+                return model(x)
+
+        rec.model = Spy()
+        line = ppocr.fit_height(crop("Total due 1,234.56"), 32)
+        text = rec.read([line])[0].text
+    finally:
+        engine.close()
+    assert seen[0][2] == 32
+    assert seen[0][3] == model.size_for(math.ceil(line.shape[1] * 48 / 32), ppocr.REC_STRIDE)
+    assert "1,234.56" in text

@@ -133,6 +133,7 @@ def test_a_recognizer_at_another_height_is_a_copy_whose_file_says_so_and_the_eng
     path, classes, height = heads.resolve(spec)
     assert height == 32 and ppocr.input_height(path) == 32 and path.parent == tmp_path / "ocrbatch" / "heads"
     monkeypatch.setitem(ppocr.RECOGNIZERS, "tiny-latin", ppocr.RecSpec(spec.model, spec.dictionary, "latin", 32))
+    monkeypatch.setitem(PROFILES, "auto", TINY_FIRST)  # tiny's Latin head at 32 rows, small's at 48
     engine = RapidOcrEngine(EngineOptions(model_size="auto"))
     engine.load("cpu")
     try:
@@ -303,7 +304,7 @@ def test_the_full_head_is_loaded_at_the_first_line_of_another_script_and_never_f
     engine = RapidOcrEngine(EngineOptions())
     engine.load("cpu")
     try:
-        assert engine._reread.name.endswith("-latin") and engine._other is None
+        assert ppocr.RECOGNIZERS[engine._reread.name].latin_only and engine._other is None
         latin = Image.new("RGB", (900, 90), "white")
         ImageDraw.Draw(latin).text((30, 25), "Invoice 2041 total due 1,234.56 EUR", fill="black",
                                    font=ImageFont.load_default(size=30))
@@ -311,7 +312,7 @@ def test_the_full_head_is_loaded_at_the_first_line_of_another_script_and_never_f
         assert "Invoice" in out.markdown and engine._other is None  # a Latin page: never loaded
         out = engine.infer([PageImage(ref=None, image=cjk_page())])[0]  # type: ignore[arg-type]
         assert CJK_LINE in out.markdown and LATIN_ON_CJK_PAGE in out.markdown
-        assert engine._other is not None and not engine._other.name.endswith("-latin")
+        assert engine._other is not None and not ppocr.RECOGNIZERS[engine._other.name].latin_only
     finally:
         engine.close()
 

@@ -186,7 +186,7 @@ def test_a_converter_takes_the_model_size_from_the_environment_and_resume_never_
     with Converter.from_env({"OCRBATCH_MODEL_SIZE": "tiny", "OCRBATCH_KEEP_FURNITURE": "yes"}) as conv:
         summary = conv.convert(tmp_path / "page.png", out)
     assert summary.engine["models"].startswith("PP-OCRv6 tiny")
-    assert re.fullmatch(r"rapidocr/ppocrv6-tiny(\+doc-[0-9a-f]{8})?@0\.987\+furniture", manifest(out)[-1]["engine"])
+    assert re.fullmatch(r"rapidocr/ppocrv6-tiny(\+doc-[0-9a-f]{8})?\+small32@0\.987\+furniture", manifest(out)[-1]["engine"])
     with Converter(model_size="small") as conv:  # another size: the page is read again, not skipped
         summary = conv.convert(tmp_path / "page.png", out)
     assert summary.counts["ok"] == 1 and summary.counts.get("skipped", 0) == 0

@@ -187,3 +187,33 @@ def test_a_second_phase_starts_from_the_shipped_document_recognizer_with_its_cha
     with pytest.raises(ValueError, match="48-row"):
         train.run(train.TrainConfig(**{**cfg.__dict__, "workdir": str(tmp_path / "b"), "height": 48}),
                   log=lambda s: None)
+
+
+def test_the_teacher_reads_the_batch_at_its_own_rows_and_gives_the_students_frames(tmp_path):
+    """`--teacher small`: the shipped small recognizer at 48 rows reads the batch scaled to its rows, the width
+    kept, so its frames are the student's (small at 32 rows, crops widened by 48 / 32); the loss to it is nil for a
+    student that reads as it does and grows as the student strays."""
+    models = ppocr.model_dir()
+    chars = train.charset(graph.dictionary(models / ppocr.MODELS["small"][2]))
+    cfg = train.TrainConfig(workdir=str(tmp_path), base="small", teacher="small", height=32, width_scale=1.5)
+    teacher = train._teacher(cfg, models, chars, "cpu")
+    page = draw.draw_page(random.Random(3), Corpus.found(random.Random(3), system=False))
+    from ocrbatch.engines import runtimes
+
+    found = crops.page_crops(page, runtimes.OnnxRuntimeModel(models / ppocr.MODELS["small"][0]),
+                             ppocr.DetParams(), 32, random.Random(3), 1.5)
+    assert found
+    x = train.batch_tensor([found[0].image], 32)
+    want = teacher(x)
+    assert want.shape[1] == x.shape[3] // ppocr.REC_STRIDE and want.shape[2] == len(chars) + 2
+    pos = {c: i for i, c in enumerate(graph.dictionary(models / ppocr.MODELS["small"][2]))}
+    keep = [0] + [pos[c] + 1 for c in chars] + [len(pos) + 1]
+    student = graph.GraphModule(graph.adapt(graph.load(models / ppocr.MODELS["small"][1]), 32, keep))
+    with torch.no_grad():
+        got = student(x)
+    assert got.shape == want.shape  # the same frames
+    assert float(train.distil_loss(want, want)) == pytest.approx(0.0, abs=1e-6)
+    assert float(train.distil_loss(got, want)) > 0
+    assert float(train.distil_loss(torch.roll(want, 2, dims=1), want)) > float(train.distil_loss(got, want))
+    with pytest.raises(ValueError, match="--teacher"):
+        train._teacher(train.TrainConfig(**{**cfg.__dict__, "teacher": "tiny"}), models, chars, "cpu")

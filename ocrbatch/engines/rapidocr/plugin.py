@@ -6,11 +6,11 @@ from __future__ import annotations
 from ..plugin import ENGINE_FLAG, ENGINE_OPTIONS, EnginePlugin, Option
 
 OPTIONS = (
-    Option("model_size", "text", "auto", "rapidocr: auto (the tiny recognizer reads every line, the small one "
+    Option("model_size", "text", "auto", "rapidocr: auto (the document recognizer reads every line, the small one "
            "again those it is unsure of: small's accuracy, faster), small (PP-OCRv6 small models throughout) or tiny "
            "(tiny detector too: fastest, fewer words read right).", ENGINE_FLAG, choices=("auto", "tiny", "small"),
            to=ENGINE_OPTIONS),
-    Option("reread_below", "float", 0.987, "rapidocr --model-size auto or tiny: a line the tiny recognizer is "
+    Option("reread_below", "float", 0.987, "rapidocr --model-size auto or tiny: a line the first recognizer is "
            "less sure of than this (0-1; its weakest characters' probability) is read again with the small one, "
            "and the small one's reading kept (0: none, 1: every line).", ENGINE_FLAG, metavar="SCORE", least=0.0,
            most=1.0, to=ENGINE_OPTIONS),

@@ -217,3 +217,15 @@ def test_the_teacher_reads_the_batch_at_its_own_rows_and_gives_the_students_fram
     assert float(train.distil_loss(torch.roll(want, 2, dims=1), want)) > float(train.distil_loss(got, want))
     with pytest.raises(ValueError, match="--teacher"):
         train._teacher(train.TrainConfig(**{**cfg.__dict__, "teacher": "tiny"}), models, chars, "cpu")
+
+
+def test_wide_lines_come_in_smaller_batches_so_memory_is_bounded():
+    """--batch-columns: a batch holds at most that many input columns (its lines times the widest one's width),
+    and at most --batch lines; every line is in one batch, in order."""
+    widths = [100, 120, 300, 310, 900, 950, 2000, 3000, 100]
+    items = [(np.zeros((32, w, 3), np.uint8), str(k)) for k, w in enumerate(widths)]
+    out = train.batches_of(items, 4, 2000)
+    assert [t for b in out for _, t in b] == [str(k) for k in range(len(widths))]
+    assert all(len(b) <= 4 and (len(b) == 1 or len(b) * max(im.shape[1] for im, _ in b) <= 2000) for b in out)
+    assert [len(b) for b in out] == [4, 2, 1, 1, 1]
+    assert [len(b) for b in train.batches_of(items, 4)] == [4, 4, 1]  # no bound: by lines alone

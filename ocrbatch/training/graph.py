@@ -120,6 +120,15 @@ class GraphModule(torch.nn.Module):
             self._nodes.append((n.op_type, [self._resolve(i) for i in n.input], n.output[0], attrs))
         self._input = g.input[0].name
         self._output = self._resolve(g.output[0].name)
+        # each node's inputs that no later node reads: forward lets go of them once it has run (an activation held
+        # to the end of the graph is memory a wide batch cannot spare; autograd keeps what backward needs itself)
+        last = {}
+        for k, (_, ins, _, _) in enumerate(self._nodes):
+            for name in ins:
+                last[name] = k
+        self._done_with: list[list[str]] = [[] for _ in self._nodes]
+        for name, k in last.items():
+            self._done_with[k].append(name)
         last = self._nodes[-1]  # the graph's own last node: the output's Softmax or Sigmoid
         if last[0] not in HEADS or last[2] != self._output:
             raise ValueError(f"the graph does not end in one of {HEADS}")
@@ -137,9 +146,11 @@ class GraphModule(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         env = {self._input: x}
-        for op, ins, out, a in self._nodes[:-1]:
+        for (op, ins, out, a), done in zip(self._nodes[:-1], self._done_with):
             v = [self._get(env, i) for i in ins if i]
             env[out] = _OPS[op](v, a)
+            for name in done:
+                env.pop(name, None)
         return env[self._logits]
 
     def weights(self) -> dict[str, np.ndarray]:

@@ -96,7 +96,7 @@ train-rec: $(VENV)/.test
 # The second reader's distillation (docs/engines.md, the cascade): small at 32 rows learns to read as the shipped
 # small does at 48 (its per-frame output), on crops widened by 48/32 so both emit the same frames; the labels'
 # CTC with a tenth of the weight; wide lines in smaller batches (--batch-columns: memory goes with a batch's columns,
-# under 6 GB here). Checkpoints in REREAD_DIR, and a rerun resumes there. About 0.1 s a line on 2 cores.
+# under 6 GB here). Checkpoints in REREAD_DIR, and a rerun resumes there. About 0.1-0.2 s a line on 2 cores.
 REREAD_DIR ?= build/train-reread
 REREAD_ARGS ?= --base small --teacher small --distil 0.9 --height 32 --width-scale 1.5 --lines 9000 --lr 2e-5 \
 	--warmup 1000 --eval-every 1500 --batch-columns 16000 --seed 0

@@ -24,6 +24,18 @@ def crop(text: str, size: int = 30) -> np.ndarray:
     return np.repeat(np.asarray(im)[:, :, None], 3, axis=2)
 
 
+class Spy:
+    """A recognizer model that notes the shape of each input it is given."""
+
+    def __init__(self, model, seen: list) -> None:
+        self.model, self.seen = model, seen
+        self.size_for = model.size_for
+
+    def __call__(self, x):
+        self.seen.append(x.shape)
+        return self.model(x)
+
+
 def test_the_default_and_tiny_profiles_read_first_with_the_document_model():
     assert PROFILES["auto"].recognizer == "doc" and PROFILES["tiny"].recognizer == "doc"
     spec = ppocr.RECOGNIZERS["doc"]
@@ -35,17 +47,9 @@ def test_the_document_model_is_fed_its_files_height_and_crops_widened_by_its_wid
     spec = ppocr.RECOGNIZERS["doc"]
     path, classes, height = heads.resolve(spec, folder=tmp_path)
     assert height == ppocr.input_height(path) == 32 and spec.width_scale == ppocr.DOC_WIDTH_SCALE > 1
-    seen = []
+    seen: list = []
     model = runtimes.OnnxRuntimeModel(path)
-
-    class Spy:
-        size_for = staticmethod(model.size_for)
-
-        def __call__(self, x):
-            seen.append(x.shape)
-            return model(x)
-
-    rec = ppocr.Recognizer(Spy(), classes, height, "doc", spec.width_scale)  # type: ignore[arg-type]
+    rec = ppocr.Recognizer(Spy(model, seen), classes, height, "doc", spec.width_scale)  # type: ignore[arg-type]
     line = crop("Total due 1,234.56")
     rec.read([line])
     want = math.ceil(line.shape[1] * height / line.shape[0] * spec.width_scale)
@@ -106,17 +110,9 @@ def test_the_faster_profiles_second_reader_is_small_at_32_rows_on_crops_as_wide_
         rec = engine._reread
         assert rec.name == "small32" and rec.height == 32 and engine._crop_height == 32
         assert rec.width_scale == ppocr.REREAD_WIDTH_SCALE == 48 / 32
-        seen = []
+        seen: list = []
         model = rec.model
-
-        class Spy:
-            size_for = staticmethod(model.size_for)
-
-            def __call__(self, x):
-                seen.append(x.shape)
-                return model(x)
-
-        rec.model = Spy()
+        rec.model = Spy(model, seen)
         line = ppocr.fit_height(crop("Total due 1,234.56"), 32)
         text = rec.read([line])[0].text
     finally:

@@ -206,8 +206,7 @@ def test_the_teacher_reads_the_batch_at_its_own_rows_and_gives_the_students_fram
     x = train.batch_tensor([found[0].image], 32)
     want = teacher(x)
     assert want.shape[1] == x.shape[3] // ppocr.REC_STRIDE and want.shape[2] == len(chars) + 2
-    pos = {c: i for i, c in enumerate(graph.dictionary(models / ppocr.MODELS["small"][2]))}
-    keep = [0] + [pos[c] + 1 for c in chars] + [len(pos) + 1]
+    keep = train.head_classes(graph.dictionary(models / ppocr.MODELS["small"][2]), chars)
     student = graph.GraphModule(graph.adapt(graph.load(models / ppocr.MODELS["small"][1]), 32, keep))
     with torch.no_grad():
         got = student(x)

@@ -71,6 +71,13 @@ class TrainConfig:
 
 # -- the character set ----------------------------------------------------------------------------------
 
+def head_classes(base_dict: list[str], chars: list[str]) -> list[int]:
+    """The base model's classes a head of `chars` keeps (graph.adapt's `keep`): the blank, those characters, the
+    space."""
+    pos = {c: i for i, c in enumerate(base_dict)}
+    return [0] + [pos[c] + 1 for c in chars] + [len(base_dict) + 1]
+
+
 def charset(base_dict: list[str]) -> list[str]:
     """The Latin head's characters, in the base dictionary's order: every character of the base dictionary
     below the CJK blocks (Latin, Greek, digits, punctuation, symbols, arrows, maths), and the CJK look-alikes
@@ -228,8 +235,7 @@ def run(cfg: TrainConfig, log=print) -> Path:
     else:
         base_dict = graph.dictionary(models / ppocr.MODELS[cfg.base][2])
         chars = charset(base_dict)
-        pos = {c: i for i, c in enumerate(base_dict)}
-        keep = [0] + [pos[c] + 1 for c in chars] + [len(base_dict) + 1]
+        keep = head_classes(base_dict, chars)
         template = graph.adapt(graph.load(models / ppocr.MODELS[cfg.base][1]), cfg.height, keep)
     index = {c: i + 1 for i, c in enumerate(chars)}
     index[" "] = len(chars) + 1
@@ -360,8 +366,7 @@ def _teacher(cfg: TrainConfig, models: Path, chars: list[str], device: str):
     if cfg.init or cfg.teacher != cfg.base:
         raise ValueError("--teacher must be the --base recognizer (the same classes), without --init")
     base_dict = graph.dictionary(models / ppocr.MODELS[cfg.teacher][2])
-    pos = {c: i for i, c in enumerate(base_dict)}
-    keep = [0] + [pos[c] + 1 for c in chars] + [len(base_dict) + 1]
+    keep = head_classes(base_dict, chars)
     net = graph.GraphModule(graph.adapt(graph.load(models / ppocr.MODELS[cfg.teacher][1]), ppocr.REC_HEIGHT,
                                         keep)).to(device)
     net.eval()

@@ -44,8 +44,8 @@ Public API (everything a server needs; names are stable):
   folders), yielded as pages finish, with the one window policy's pages in flight (pipeline/batcher.py:
   `window`, over every device); closing the generator early cancels the rest.
 - With `ray=...` every call runs on the cluster through the same executor seam (pipeline/executor.py):
-  `convert` starts its Ray workers for the run, as the CLI does; `submit`, `stream` and `load` start the
-  converter's own on first use and keep them until `close()`; a PIL image goes to a worker as a PNG file.
+  `convert`, `submit`, `stream` and `load` share the converter's own Ray workers, started on first use and
+  kept until `close()` (the CLI starts them for its one run); a PIL image goes to a worker as a PNG file.
 - Callbacks: a future's done-callbacks run outside the converter's locks, on the thread that finished the
   page; one may call `submit()` or `close()` (which then returns at once and finishes on its own thread).
 - `fork()`: a Converter belongs to the process that made it. In a forked child every call raises
@@ -210,8 +210,7 @@ class Converter:
         """`options`: the run's own (config.RUN_OWN, by their fields' names), checked and parsed by their rows."""
         self._here()
         config = self._template.rerun(_names(inputs), output, **options)
-        if config.ray:  # engines live on the cluster's actors, made for each run
-            return run(config, stdin=stdin, watch=watch, follow=follow)
+        # the converter's engine side: its engines here, or with `ray=...` its actors, kept for the next call
         return run(config, stdin=stdin, watch=watch, service=self._svc, follow=follow)
 
     # -- pages, one by one ------------------------------------------------------------------------------

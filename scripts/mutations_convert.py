@@ -356,6 +356,12 @@ CONVERT = [
              "            if False:  # the converter closed as it was read",
              (_V + "test_a_page_refused_as_the_converter_closes_says_so_not_a_temporary_path",),
              "a page refused as the converter closes fails with a bare temporary path"),
+    Mutation("converter-ray-convert-own-workers", "ocrbatch/converter.py",
+             "        return run(config, stdin=stdin, watch=watch, service=self._svc, follow=follow)",
+             "        if config.ray:\n            return run(config, stdin=stdin, watch=watch, follow=follow)\n"
+             "        return run(config, stdin=stdin, watch=watch, service=self._svc, follow=follow)",
+             ("tests/test_executor.py::test_the_same_pages_through_the_executor_here_and_on_ray_give_the_same_records",),
+             "each Converter(ray=...).convert starts and loads a new set of Ray workers", timeout=600),
     # -- issue 39: the Converter across fork() and callbacks ------------------------------------------
     Mutation("converter-callback-under-lock", "ocrbatch/pipeline/lanes.py",
              "        if self._claim():\n            _answer(self.future.set_result, result)",

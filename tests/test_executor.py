@@ -214,8 +214,11 @@ def test_the_same_pages_through_the_executor_here_and_on_ray_give_the_same_recor
         out = tmp_path / where
         with Converter(engine="fake", max_batch=2, **options) as conv:
             summary = conv.convert([str(docs)], out)
+            workers = conv._svc().executor.devices if where == "ray" else None
             streamed = sorted((_streamed(r) for r in conv.stream(docs)), key=lambda r: r["label"])
             image = conv.submit(draw_page("Given as an image", (500, 300)), name="given.png").result(timeout=300)
+            if where == "ray":  # one set of actors, the converter's, started by convert and kept for the rest
+                assert workers is not None and conv._svc().executor.devices is workers
         records = sorted(({k: v for k, v in r.items() if k not in VOLATILE} for r in manifest(out)),
                          key=lambda r: (r["source"], r["page"] or 0))
         for r in records:

@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("onnx")
 
-from ocrbatch.engines import ppocr  # noqa: E402
+from ocrbatch.engines import ppocr, runtimes  # noqa: E402
 from ocrbatch.training import crops, draw, graph, train  # noqa: E402
 from ocrbatch.training.text import Corpus  # noqa: E402
 
@@ -164,12 +164,13 @@ def test_the_distillation_loss_is_least_where_the_student_agrees_with_the_teache
 
 
 def test_a_second_phase_starts_from_the_shipped_document_recognizer_with_its_characters(tmp_path):
+    """`--init rec_doc --teacher small` (the shipped model's second phase, taught by small at 48 rows)."""
     import onnxruntime as ort
 
     shipped = ppocr.PACKAGE_MODELS / "rec_doc"
     cfg = train.TrainConfig(workdir=str(tmp_path), init=str(shipped / "rec.onnx"), lines=24, batch=8, warmup=8,
                             passes=1, replay=0.0, eval_every=10_000, threads=1, sources="builtin", eval_pages=1,
-                            pages_per_shard=1, lr=1e-5)
+                            pages_per_shard=1, lr=1e-5, teacher="small", distil=0.7)
     train.run(cfg, log=lambda s: None)
     log = [json.loads(x) for x in (tmp_path / "log.jsonl").read_text().splitlines()]
     # it starts where the shipped model is: its held-out CER at line 0 is the shipped model's own
@@ -198,8 +199,6 @@ def test_the_teacher_reads_the_batch_at_its_own_rows_and_gives_the_students_fram
     cfg = train.TrainConfig(workdir=str(tmp_path), base="small", teacher="small", height=32, width_scale=1.5)
     teacher = train._teacher(cfg, models, chars, "cpu")
     page = draw.draw_page(random.Random(3), Corpus.found(random.Random(3), system=False))
-    from ocrbatch.engines import runtimes
-
     found = crops.page_crops(page, runtimes.OnnxRuntimeModel(models / ppocr.MODELS["small"][0]),
                              ppocr.DetParams(), 32, random.Random(3), 1.5)
     assert found
@@ -216,6 +215,69 @@ def test_the_teacher_reads_the_batch_at_its_own_rows_and_gives_the_students_fram
     assert float(train.distil_loss(torch.roll(want, 2, dims=1), want)) > float(train.distil_loss(got, want))
     with pytest.raises(ValueError, match="--teacher"):
         train._teacher(train.TrainConfig(**{**cfg.__dict__, "teacher": "tiny"}), models, chars, "cpu")
+
+
+def test_with_a_shift_a_student_spiking_a_frame_off_the_teacher_is_not_taught_the_teachers_timing():
+    """--distil-shift 1: a student reading the same characters a frame later than the teacher is (nearly) not
+    penalised; two frames off, or another reading, still is."""
+    gen = torch.Generator().manual_seed(0)
+    teacher = torch.randn(2, 24, 12, generator=gen) * 4  # peaky per-frame distributions
+    late = torch.roll(teacher, 1, dims=1)
+    assert float(train.distil_loss(teacher, teacher, 1)) == pytest.approx(0.0, abs=1e-6)
+    assert float(train.distil_loss(late, teacher, 1)) < 0.1 * float(train.distil_loss(late, teacher, 0))
+    two_late = torch.roll(teacher, 2, dims=1)
+    assert float(train.distil_loss(two_late, teacher, 1)) > 0.5 * float(train.distil_loss(two_late, teacher, 0))
+    other = torch.randn(2, 24, 12, generator=gen) * 4
+    assert float(train.distil_loss(other, teacher, 1)) > 0.5 * float(train.distil_loss(other, teacher, 0))
+
+
+def test_a_teacher_with_more_classes_scores_each_of_the_students_characters_as_its_own(tmp_path):
+    """`--init rec_doc --teacher small`: the document recognizer (tiny's network, 632 classes) learns from small,
+    whose dictionary is larger and ordered otherwise; each of the student's classes gets small's score for the same
+    character (the blank and the space included), so the two are compared character by character."""
+    models = ppocr.model_dir()
+    shipped = ppocr.PACKAGE_MODELS / "rec_doc"
+    chars = graph.dictionary(shipped / "dict.txt")
+    cfg = train.TrainConfig(workdir=str(tmp_path), init=str(shipped / "rec.onnx"), teacher="small")
+    teacher = train._teacher(cfg, models, chars, "cpu")
+    found = crops.page_crops(draw.draw_page(random.Random(5), Corpus.found(random.Random(5), system=False)),
+                             runtimes.OnnxRuntimeModel(models / ppocr.MODELS["small"][0]), ppocr.DetParams(), 32,
+                             random.Random(5), 1.25)
+    x = train.batch_tensor([found[0].image], 32)
+    got = teacher(x)
+    small_dict = graph.dictionary(models / ppocr.MODELS["small"][2])
+    assert small_dict[:len(chars)] != chars  # not the same order: a mapping by position would be wrong
+    full = graph.GraphModule(graph.load(models / ppocr.MODELS["small"][1]))
+    with torch.no_grad():
+        every = full(torch.nn.functional.interpolate(x, size=(ppocr.REC_HEIGHT, x.shape[3]), mode="bilinear",
+                                                     align_corners=False))
+    pos = {c: k + 1 for k, c in enumerate(small_dict)}
+    same = [0] + [pos[c] for c in chars] + [len(small_dict) + 1]
+    assert got.shape == (1, x.shape[3] // ppocr.REC_STRIDE, len(chars) + 2)
+    assert torch.allclose(got, every[..., same], atol=1e-4)
+
+
+def test_the_generators_draw_only_a_few_shards_past_the_trainer(tmp_path):
+    """On 2 cores a generator drawing the whole run's data ahead takes a core from the trainer all run long: it
+    draws at most AHEAD shards past the one the trainer is on, and goes on when the trainer does."""
+    import threading
+
+    train._tell_generators(tmp_path, 0)
+    gen = threading.Thread(target=train._generate, daemon=True,
+                           args=(str(tmp_path), 0, 0, 1, train.AHEAD + 3, 1, 32, "tiny", "builtin", 1.25))
+    gen.start()
+    last = train._shard_path(tmp_path, train.AHEAD)
+    for _ in range(600):
+        if last.exists():
+            break
+        gen.join(timeout=0.2)
+    assert last.exists()
+    gen.join(timeout=5)  # time enough to draw a one-page shard several times over
+    assert gen.is_alive() and not train._shard_path(tmp_path, train.AHEAD + 1).exists()
+    train._tell_generators(tmp_path, 2)  # the trainer moved on two shards
+    gen.join(timeout=120)
+    assert not gen.is_alive()
+    assert all(train._shard_path(tmp_path, i).exists() for i in range(train.AHEAD + 3))
 
 
 def test_wide_lines_come_in_smaller_batches_so_memory_is_bounded():

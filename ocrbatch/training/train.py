@@ -3,18 +3,21 @@
     python -m ocrbatch.training WORKDIR [--lines N] [--seed S] ...     (make train-rec)
 
 Data: shard i holds the labelled crops of PAGES_PER_SHARD pages drawn with the seed (seed, i); generator
-processes draw shards ahead of the trainer into WORKDIR/data. The trainer takes shards in order, each for
-PASSES passes mixed with crops of the shards before it, in batches of lines of similar width; so a run is
-the same for a seed whatever the generators' speed, and a resumed run goes on where it stopped.
+processes draw shards into WORKDIR/data, at most AHEAD past the one the trainer is on (WORKDIR/data/.at), so
+that on a machine of few cores they take its CPU only while the trainer needs data. The trainer takes shards in
+order, each for PASSES passes mixed with crops of the shards before it, in batches of lines of similar width; so
+a run is the same for a seed whatever the generators' speed, and a resumed run goes on where it stopped.
 
 The model: the shipped tiny recognizer at `height` rows with the Latin head (graph.py). BatchNorm's statistics
 stay as shipped; every other weight trains, at a learning rate that warms up and then falls by a cosine to a
 tenth. With a teacher (`--teacher small`, `make train-reread`) the model also learns, with the weight `distil`,
 to match the shipped recognizer's per-frame output at its own 48 rows: a reader that keeps what the shipped one
-knows (its rarer characters too, which drawn pages hold few of) at fewer rows. Every EVAL_EVERY lines the CER on held-out drawn pages (seed + 1000003, never trained on) is logged to
-WORKDIR/log.jsonl, the state is checkpointed (WORKDIR/ckpt.pt, written atomically: a run killed at any moment
-resumes from the last one) and the model exported (WORKDIR/rec.onnx and dict.txt). A CUDA GPU is used when
-there is one.
+knows (its rarer characters too, which drawn pages hold few of) at fewer rows. The teacher may be another network
+than the model's (small teaching tiny's): its output is cut to the model's characters, and `--distil-shift 1`
+matches each of its frames with the model's nearest one a frame either way. Every EVAL_EVERY lines the CER on
+held-out drawn pages (seed + 1000003, never trained on) is logged to WORKDIR/log.jsonl, the state is
+checkpointed (WORKDIR/ckpt.pt, written atomically: a run killed at any moment resumes from the last one) and the
+model exported (WORKDIR/rec.onnx and dict.txt). A CUDA GPU is used when there is one.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 PAGES_PER_SHARD = 8
+AHEAD = 3  # shards the generators draw past the trainer's
 EVAL_SEED = 1000003
 
 
@@ -61,12 +65,17 @@ class TrainConfig:
     eval_pages: int = 8  # held-out pages scored at each checkpoint
     pages_per_shard: int = PAGES_PER_SHARD
     sources: str = "system"  # "system": the machine's fonts and texts; "builtin": Pillow's font, Python's docstrings
-    # Distillation: a shipped recognizer (the base's own network, at its own REC_HEIGHT rows, the same head) reads
-    # each batch too, and the model learns to match its per-frame distribution (KL) with weight `distil`, the
-    # labels (CTC) with the rest. The teacher reads the batch scaled to its rows, the width kept: at a width scale
-    # of REC_HEIGHT / height the crops have the teacher's own aspect and both emit the same frames.
+    # Distillation: a shipped recognizer (any whose dictionary holds the model's characters, at its own REC_HEIGHT
+    # rows, its output cut to the model's classes) reads each batch too, and the model learns to match its
+    # per-frame distribution (KL) with weight `distil`, the labels (CTC) with the rest. The teacher reads the batch
+    # scaled to its rows, the width kept: both emit the same frames (at a width scale of REC_HEIGHT / height the
+    # crops have the teacher's own aspect; at 1.25 and 32 rows it reads them a sixth narrower, as well).
     teacher: str = ""
     distil: float = 0.8
+    # frames either way a teacher's frame may be matched by the student's nearest (per frame the least KL of the
+    # 2 * distil_shift + 1 around it): a student of another network spikes a frame off where the teacher does,
+    # and matching frame by frame would make it learn the teacher's timing instead of its reading
+    distil_shift: int = 0
 
 
 # -- the character set ----------------------------------------------------------------------------------
@@ -144,9 +153,26 @@ def _generate(workdir: str, seed: int, start: int, step: int, stop: int, pages: 
         pass
     trainer = os.getppid()
     for i in range(start, stop, step):
+        while i > _trainer_at(Path(workdir)) + AHEAD and os.getppid() == trainer:
+            time.sleep(0.5)
         if os.getppid() != trainer:  # the trainer is gone (killed outright): draw no more
             return
         make_shard(Path(workdir), seed, i, pages, height, detector, sources, width_scale)
+
+
+def _trainer_at(workdir: Path) -> int:
+    """The shard the trainer is on (0 before it says)."""
+    try:
+        return int((workdir / "data" / ".at").read_text())
+    except (OSError, ValueError):
+        return 0
+
+
+def _tell_generators(workdir: Path, shard: int) -> None:
+    (workdir / "data").mkdir(parents=True, exist_ok=True)
+    tmp = workdir / "data" / f".at.{os.getpid()}.tmp"
+    tmp.write_text(str(shard))
+    tmp.replace(workdir / "data" / ".at")
 
 
 def _wait_shard(workdir: Path, i: int, procs: list) -> list:
@@ -272,6 +298,7 @@ def run(cfg: TrainConfig, log=print) -> Path:
                    cfg.width_scale)
         evalset += _wait_shard(eval_dir, i, [])
     evalset = [(im, t) for im, t in evalset if encode(t, index) is not None]
+    _tell_generators(work, state["shard"])
     for p in procs:
         p.start()
 
@@ -332,7 +359,7 @@ def run(cfg: TrainConfig, log=print) -> Path:
                            torch.full((len(b),), T, dtype=torch.long),
                            torch.tensor([len(lab) for lab in labels], dtype=torch.long))
                 if teacher is not None:
-                    loss = (1 - cfg.distil) * loss + cfg.distil * distil_loss(logits, teacher(x))
+                    loss = (1 - cfg.distil) * loss + cfg.distil * distil_loss(logits, teacher(x), cfg.distil_shift)
                 opt.zero_grad()
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
@@ -346,6 +373,7 @@ def run(cfg: TrainConfig, log=print) -> Path:
             state["loss"] = round(float(np.mean(losses)), 4) if losses else None
             seen = (seen + shard)[-20000:]
             state["shard"] += 1
+            _tell_generators(work, state["shard"])
             if state["lines"] >= next_eval or state["lines"] >= cfg.lines:
                 checkpoint(evaluate())
                 next_eval += cfg.eval_every
@@ -363,9 +391,11 @@ def _teacher(cfg: TrainConfig, models: Path, chars: list[str], device: str):
     from ..engines import ppocr
     from . import graph
 
-    if cfg.init or cfg.teacher != cfg.base:
-        raise ValueError("--teacher must be the --base recognizer (the same classes), without --init")
     base_dict = graph.dictionary(models / ppocr.MODELS[cfg.teacher][2])
+    lacking = sorted(set(chars) - set(base_dict))
+    if lacking:
+        raise ValueError(f"--teacher {cfg.teacher} cannot write {len(lacking)} of the model's characters "
+                         f"({''.join(lacking[:10])}...)")
     keep = head_classes(base_dict, chars)
     net = graph.GraphModule(graph.adapt(graph.load(models / ppocr.MODELS[cfg.teacher][1]), ppocr.REC_HEIGHT,
                                         keep)).to(device)
@@ -380,11 +410,18 @@ def _teacher(cfg: TrainConfig, models: Path, chars: list[str], device: str):
     return read
 
 
-def distil_loss(student, teacher):
-    """KL(teacher || student) per frame, over the classes, averaged over frames and lines; logits (N, T, C)."""
+def distil_loss(student, teacher, shift: int = 0):
+    """KL(teacher || student) per frame, over the classes, averaged over frames and lines; logits (N, T, C). With
+    a shift, each teacher frame is compared with the student's frames up to `shift` either way (the edges
+    repeated) and the least of those KLs counts."""
+    import torch
+
     frames = min(student.shape[1], teacher.shape[1])
     s, t = student[:, :frames].log_softmax(-1), teacher[:, :frames].log_softmax(-1)
-    return (t.exp() * (t - s)).sum(-1).mean()
+    if shift:
+        s = torch.cat([s[:, :1].expand(-1, shift, -1), s, s[:, -1:].expand(-1, shift, -1)], 1)
+    kl = torch.stack([(t.exp() * (t - s[:, d:d + frames])).sum(-1) for d in range(2 * shift + 1)])
+    return kl.min(0).values.mean()
 
 
 def main(argv: list[str] | None = None) -> int:

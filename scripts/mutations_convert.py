@@ -191,7 +191,7 @@ CONVERT = [
     Mutation("ray-dead-actors-pages-dropped", "ocrbatch/pipeline/ray_tasks.py",
              "            self.suspects.extend(sent.unanswered())\n", "            pass\n",
              (_Y + "test_a_page_that_kills_its_worker_fails_and_the_run_goes_on",),
-             "the pages an actor held when a page killed it are lost instead of rerun one at a time"),
+             "the pages an actor held when a page killed it are lost instead of rerun one at a time", timeout=300),
     Mutation("ray-actor-starts-cold", "ocrbatch/pipeline/ray_actor.py",
              "            self.front.warm()\n", "            pass\n",
              (_Y + "test_an_actor_warms_its_engine_before_its_pages_count_against_the_stall_timeout",),

@@ -33,6 +33,7 @@ def test_doctor_json_reports_the_install_and_exits_0(tmp_path):
     cache = tmp_path / "hub"
     (snapshot_dir(cache, MODEL) / "model.safetensors").write_bytes(b"weights")
     env = {**os.environ, "HF_HUB_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
+    env.pop("OCRBATCH_RUNTIME", None)  # the automatic choice below (a suite run with it set forces a runtime)
     r = subprocess.run([sys.executable, "-m", "ocrbatch", "doctor", "--json"], capture_output=True, text=True,
                        env=env)
     assert r.returncode == 0, r.stderr

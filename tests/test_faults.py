@@ -300,6 +300,22 @@ def test_an_engine_stuck_on_the_last_pages_of_a_ray_run_still_ends_it_as_stalled
     check_run("ray continuous", fault, code, records, seconds, tripped=_tripped(fault, records, code))
 
 
+def test_a_stall_no_look_has_seen_when_a_ray_run_ends_still_ends_it_as_stalled(pages, ray_cluster, tmp_path,
+                                                                              monkeypatch):
+    """The run looks once more as it ends: the actor's watchdog failed a stuck batch's page and said so, that was
+    the run's last result, and the driver's watchdog thread has not looked since (here it never does): the run
+    still ends as stalled (exit 8), not as a run whose page merely failed."""
+    from ocrbatch.pipeline.watchdog import Watchdog
+
+    monkeypatch.setattr(Watchdog, "_run", lambda self: self._closing.wait())  # the driver's; the actor's looks
+    fault = Fault(at="infer", nth=1, kind="hang", sticky=False)
+    code, records, seconds = _convert(FakeEngine, fault, pages[:1], tmp_path / "out", stall_s=4, ray="auto",
+                                      ray_workers=1)  # one page: its failure is the run's last result
+    assert code == ExitCode.STALLED, (code, records)
+    assert [r["status"] for r in records] == ["failed"] and "stalled" in records[0]["error"], records
+    assert seconds < BOUND_S
+
+
 def test_a_hung_engine_is_failed_by_the_watchdog_with_a_whole_manifest(pages, tmp_path):
     """Every page waits behind a batch that never returns: the pages in flight fail as stalled, exit 8."""
     fault = Fault(at="infer", nth=1, kind="hang")

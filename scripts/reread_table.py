@@ -19,6 +19,7 @@ import argparse
 import pickle
 import sys
 import time
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -50,8 +51,10 @@ def build(cache: Path, sets: list[str], keep_crops: bool = False, dev: Path | No
         state = rapid._Page(rapid._bgr(image))
         engine._detect(state)
         for j, crop in enumerate(state.crops):
-            probs = tiny.model(ppocr.recognizer_input([crop], tiny.model.size_for, tiny.height))[0]
-            frames = int(np.ceil(crop.shape[1] * tiny.height / crop.shape[0] / ppocr.REC_STRIDE)) + 1
+            probs = tiny.model(ppocr.recognizer_input([crop], tiny.model.size_for, tiny.height,
+                                                      tiny.width_scale))[0]
+            frames = int(np.ceil(crop.shape[1] * tiny.height / crop.shape[0] * tiny.width_scale
+                                 / ppocr.REC_STRIDE)) + 1
             probs = probs[:frames]
             idx = probs.argmax(axis=1)
             top2 = np.sort(probs, axis=1)[:, -2:]
@@ -194,6 +197,44 @@ def report(cache: Path) -> None:
     left = "  ".join(f"{k} {e[~cur & (sets == k)].sum() / max(1, n):.4f}" for k, n in per_set.items())
     print(f"\ndefault (sureness < {below} or odd): width {weights[cur].sum() / weights.sum():.3f} "
           f"lines {cur.mean():.3f}, left {e[~cur].sum() / total:.4f} ({left})")
+    headroom(rows, weights, e, total)
+
+
+SHARES = (0.10, 0.12, 0.15, 0.18, 0.21)  # shares of the lines' width read again, for headroom()
+FOLDS = 5  # headroom(): pages in this many groups; each group's lines are scored by a fit on the others
+
+
+def headroom(rows: list[dict], weights: np.ndarray, e: np.ndarray, total: int) -> None:
+    """What a better signal could win: the dissimilarity left at a few shares of the width read again by the
+    default signal, by a perfect one (the lines where the first reading differs from small's, widest edits
+    first), and by a logistic regression of every signal above plus the line's length, width and share of digits,
+    fitted to tell the lines that differ, each page scored by a fit on other pages (FOLDS groups), its lines ranked
+    by that probability or by it per pixel of width."""
+    names = list(rows[0]["sig"])
+    x = np.array([[r["sig"][k] for k in names] + [np.log1p(len(r["tiny"])), np.log(r["width"]),
+                                                  shape(r["tiny"])["digits"]] for r in rows])
+    x = np.column_stack([(x - x.mean(0)) / (x.std(0) + 1e-9), np.ones(len(x))])
+    y = (e > 0).astype(float)
+    group = np.array([zlib.crc32(r["page"].encode()) % FOLDS for r in rows])
+    learned = np.zeros(len(rows))
+    for g in range(FOLDS):
+        fit, b = group != g, np.zeros(x.shape[1])
+        for _ in range(300):  # gradient descent on the logistic loss, a little L2
+            p = 1 / (1 + np.exp(-x[fit] @ b))
+            b -= 0.5 * (x[fit].T @ (p - y[fit]) / fit.sum() + 1e-3 * b)
+        learned[~fit] = x[~fit] @ b
+    print("\nheadroom: share of width re-read -> dissimilarity left")
+    for label, need in (("default signal", -np.array([r["sig"]["q15 (default)"] for r in rows])),
+                        ("learned (by page)", learned), ("learned, per width", 1 / (1 + np.exp(-learned)) / weights),
+                        ("perfect", e / weights)):
+        order = np.argsort(-need, kind="stable")
+        cost = np.cumsum(weights[order]) / weights.sum()
+        cells = []
+        for share in SHARES:
+            sel = np.zeros(len(rows), bool)
+            sel[order[:int(np.searchsorted(cost, share))]] = True
+            cells.append(f"{share:.2f} {e[~sel].sum() / total:.4f}")
+        print(f"  {label:18s} " + "   ".join(cells))
 
 
 def main(argv: list[str] | None = None) -> int:

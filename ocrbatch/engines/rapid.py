@@ -145,7 +145,7 @@ _CLOCKWISE = {1: 270, 2: 180, 3: 90}
 
 @dataclass
 class _Page:
-    image: Any  # BGR numpy array, upright once _detect has turned it
+    image: Any  # the page's PIL image, then (_take) its BGR numpy array, upright once _detect has turned it
     turn: int = 0  # quarter turns (np.rot90) that made the page upright
     quads: Any = None  # (N, 4, 2)
     crops: list = field(default_factory=list)
@@ -307,8 +307,8 @@ class RapidOcrEngine(Engine):
             self._progress.end()
 
     def _infer(self, pages: Sequence[PageImage]) -> list[PageOutput | Exception]:
-        states = [_Page(_bgr(p.image)) for p in pages]
-        dets = {self._pool.submit(self._detect, s): i for i, s in enumerate(states)}
+        states = [_Page(p.image) for p in pages]  # made BGR by each page's first task, on the pool's threads
+        dets = {self._pool.submit(self._take, s): i for i, s in enumerate(states)}
         recs: list[Future] = []
         pending: list[tuple[int, int]] = []  # (page, line) waiting for recognition
         for n, fut in enumerate(as_completed(dets), 1):
@@ -344,6 +344,12 @@ class RapidOcrEngine(Engine):
             except Exception as exc:  # noqa: BLE001 - one page's layout failing fails that page only
                 outs.append(exc)
         return outs
+
+    def _take(self, page: _Page) -> None:
+        """A page's first task: its PIL image as the models' BGR array, then its lines found (on a pool thread,
+        so that converting the batch's pages does not hold up the detections, one core idle)."""
+        page.image = _bgr(page.image)
+        self._detect(page)
 
     def _detect(self, page: _Page) -> None:
         self._find_lines(page)

@@ -709,6 +709,7 @@ def test_an_empty_token_is_a_usage_error_not_authentication_off():
 def test_a_configuration_the_engine_cannot_use_ends_the_server_at_start():
     p = serve_exit("--engine", "deepseek-ocr2")
     assert p.returncode == 2 and "needs --model" in p.stderr and "serving on" not in p.stderr, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1, p.stderr  # said before the server starts: no traceback of it
     p = serve_exit("--engine", "crash-on-load")
     assert p.returncode == 5 and "illegal memory access" in p.stderr and "Traceback" not in p.stderr, p.stderr
 

@@ -11,6 +11,16 @@ _H = "tests/test_heads.py::"
 _I = "tests/test_ink_extent.py::"
 
 ENGINE = [
+    Mutation("page-rgb-not-bgr", "ocrbatch/engines/rapid.py",
+             "    return cv2.cvtColor(np.asarray(image.convert(\"RGB\") if image.mode != \"RGB\" else image), cv2.COLOR_RGB2BGR)",
+             "    return np.ascontiguousarray(np.asarray(image.convert(\"RGB\") if image.mode != \"RGB\" else image))",
+             ("tests/test_rapid.py::test_a_page_reaches_the_models_in_blue_green_red_order_whatever_its_mode",),
+             "colour pages reach the models with red and blue swapped (they were trained on BGR)"),
+    Mutation("grey-page-not-bgr", "ocrbatch/engines/rapid.py",
+             "        return cv2.cvtColor(np.asarray(image), cv2.COLOR_GRAY2BGR)",
+             "        return np.asarray(image)",
+             ("tests/test_rapid.py::test_a_page_reaches_the_models_in_blue_green_red_order_whatever_its_mode",),
+             "a greyscale page reaches the models as one channel, not three"),
     Mutation("doctor-openvino-extra-unsaid", "ocrbatch/engines/rapidocr/doctor.py", "        elif not ov and amx:", "        elif False:",
              ("tests/test_doctor.py::test_on_a_cpu_with_amx_and_no_openvino_doctor_recommends_the_extra",),
              "a plain install on an AMX CPU runs 2-3x slower and nothing says why or what to install"),

@@ -213,3 +213,14 @@ def test_the_engine_says_how_far_it_is_into_a_batch_as_it_reads_lines(rapid, mon
     assert len(shares) > 1 and all(s is not None and 0 < s <= 1 for s in shares), shares
     assert min(shares) < max(shares) == 1.0, shares  # (read from several threads: not in order)
     assert rapid.stats().batch_done is None
+
+
+def test_a_page_reaches_the_models_in_blue_green_red_order_whatever_its_mode():
+    """The models were trained on OpenCV's BGR pages: a PIL page of any mode is converted so."""
+    from ocrbatch.engines.rapid import _bgr
+
+    red = Image.new("RGB", (4, 3), (255, 0, 0))
+    assert _bgr(red).shape == (3, 4, 3) and _bgr(red)[0, 0].tolist() == [0, 0, 255]
+    for mode in ("L", "P", "RGBA", "CMYK", "1", "I;16"):
+        page = Image.fromarray(np.arange(36, dtype=np.uint8).reshape(3, 4, 3) * 7, "RGB").convert(mode)
+        assert np.array_equal(_bgr(page), np.asarray(page.convert("RGB"))[:, :, ::-1]), mode

@@ -963,6 +963,8 @@ def test_a_trickled_body_is_cut_at_the_whole_bodys_deadline(strict):
             break
         if answer:
             break
+    else:  # still trickling after two minutes: the server never cut it (its end is a pause, cut as one)
+        pytest.fail("a body trickled in for two minutes and was never cut")
     try:  # the rest of the answer, up to the server's close
         sock.settimeout(60)
         while chunk := sock.recv(65536):

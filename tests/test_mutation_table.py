@@ -19,3 +19,26 @@ def test_every_mutation_applies_to_the_code_as_it_is():
              for m in mutations if (ROOT / m.file).read_text(encoding="utf-8").count(m.old) != 1]
     assert len(mutations) >= 100 and not stale, stale
     assert len({m.name for m in mutations}) == len(mutations)  # names are how -k picks them
+
+
+def test_every_test_a_mutation_names_is_there():
+    """A test renamed leaves its mutations naming nothing: `make mutants` would run no test and call it an
+    error, long after the rename. Each named file exists and defines each named test (and a -k pattern, if any,
+    is left to pytest)."""
+    import re
+
+    mutations = [m for table in mutation_check.TABLES.values() for m in table]
+    missing = []
+    for m in mutations:
+        args = iter(m.tests)
+        for test in args:
+            if test.startswith("-"):  # a pytest option (-k PATTERN): its value is not a test
+                next(args, None) if test in ("-k", "-m") else None
+                continue
+            path, _, name = test.partition("::")
+            if not (ROOT / path).exists():
+                missing.append(f"{m.name}: {path}")
+            elif name and not re.search(rf"^(async )?def {re.escape(name.split('[')[0])}\(",
+                                        (ROOT / path).read_text(encoding="utf-8"), re.M):
+                missing.append(f"{m.name}: {test}")
+    assert not missing, missing

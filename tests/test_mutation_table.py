@@ -42,3 +42,17 @@ def test_every_test_a_mutation_names_is_there():
                                         (ROOT / path).read_text(encoding="utf-8"), re.M):
                 missing.append(f"{m.name}: {test}")
     assert not missing, missing
+
+
+def test_every_mutant_is_python_that_compiles():
+    """A mutation that leaves a syntax error breaks every import, not the promise it names: its tests error out
+    instead of failing (make mutants counts it an error), and it shows nothing about them."""
+    broken = []
+    for m in (m for table in mutation_check.TABLES.values() for m in table):
+        if m.file.endswith(".py"):
+            text = (ROOT / m.file).read_text(encoding="utf-8").replace(m.old, m.new, 1)
+            try:
+                compile(text, m.file, "exec")
+            except SyntaxError as exc:
+                broken.append(f"{m.name}: {exc}")
+    assert not broken, broken

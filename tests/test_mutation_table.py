@@ -12,13 +12,14 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import mutation_check  # noqa: E402
 
+MUTATIONS = [m for table in mutation_check.TABLES.values() for m in table]
+
 
 def test_every_mutation_applies_to_the_code_as_it_is():
-    mutations = [m for table in mutation_check.TABLES.values() for m in table]
     stale = [f"{m.name}: {(ROOT / m.file).read_text(encoding='utf-8').count(m.old)} matches in {m.file}"
-             for m in mutations if (ROOT / m.file).read_text(encoding="utf-8").count(m.old) != 1]
-    assert len(mutations) >= 100 and not stale, stale
-    assert len({m.name for m in mutations}) == len(mutations)  # names are how -k picks them
+             for m in MUTATIONS if (ROOT / m.file).read_text(encoding="utf-8").count(m.old) != 1]
+    assert len(MUTATIONS) >= 100 and not stale, stale
+    assert len({m.name for m in MUTATIONS}) == len(MUTATIONS)  # names are how -k picks them
 
 
 def test_every_test_a_mutation_names_is_there():
@@ -27,13 +28,13 @@ def test_every_test_a_mutation_names_is_there():
     is left to pytest)."""
     import re
 
-    mutations = [m for table in mutation_check.TABLES.values() for m in table]
     missing = []
-    for m in mutations:
+    for m in MUTATIONS:
         args = iter(m.tests)
         for test in args:
-            if test.startswith("-"):  # a pytest option (-k PATTERN): its value is not a test
-                next(args, None) if test in ("-k", "-m") else None
+            if test in ("-k", "-m"):  # a pytest option: its value is a pattern, not a test
+                next(args, None)
+            if test.startswith("-"):
                 continue
             path, _, name = test.partition("::")
             if not (ROOT / path).exists():
@@ -48,7 +49,7 @@ def test_every_mutant_is_python_that_compiles():
     """A mutation that leaves a syntax error breaks every import, not the promise it names: its tests error out
     instead of failing (make mutants counts it an error), and it shows nothing about them."""
     broken = []
-    for m in (m for table in mutation_check.TABLES.values() for m in table):
+    for m in MUTATIONS:
         if m.file.endswith(".py"):
             text = (ROOT / m.file).read_text(encoding="utf-8").replace(m.old, m.new, 1)
             try:

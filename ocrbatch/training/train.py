@@ -35,6 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..atomic import atomic_write
+
 PAGES_PER_SHARD = 8
 AHEAD = 3  # shards the generators draw past the trainer's
 EVAL_SEED = 1000003
@@ -137,11 +139,7 @@ def make_shard(workdir: Path, seed: int, i: int, pages: int, height: int, detect
     for _ in range(pages):
         page = draw.draw_page(rng, corpus)
         found += [(c.image, c.text) for c in crops.page_crops(page, det, params, height, rng, width_scale)]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as fh:
-        pickle.dump(found, fh, protocol=pickle.HIGHEST_PROTOCOL)
-    tmp.replace(path)
+    atomic_write(path, pickle.dumps(found, protocol=pickle.HIGHEST_PROTOCOL))
     return path
 
 
@@ -169,10 +167,7 @@ def _trainer_at(workdir: Path) -> int:
 
 
 def _tell_generators(workdir: Path, shard: int) -> None:
-    (workdir / "data").mkdir(parents=True, exist_ok=True)
-    tmp = workdir / "data" / f".at.{os.getpid()}.tmp"
-    tmp.write_text(str(shard))
-    tmp.replace(workdir / "data" / ".at")
+    atomic_write(workdir / "data" / ".at", str(shard).encode())
 
 
 def _wait_shard(workdir: Path, i: int, procs: list) -> list:

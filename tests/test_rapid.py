@@ -120,6 +120,85 @@ def test_no_space_is_made_up_beside_a_full_stop_in_file_names_and_addresses():
     assert rec._decode(sentence, np.ones(9, np.float32), np.full(9, 0.3, np.float32), 9).text == "e. t"
 
 
+def _spaced_line(words: list[str], tracking: int, word_gap: int) -> tuple[np.ndarray, list[float]]:
+    """A line of capitals in Pillow's font, 48 rows (BGR): the ink of two letters of a word `tracking` pixels
+    apart, of two words `word_gap` apart; and the column of each letter's middle."""
+    font = _font(34)
+    im = Image.new("RGB", (40 * sum(map(len, words)) + word_gap * len(words), 48), "white")
+    d = ImageDraw.Draw(im)
+    x, middles = 10, []
+    for n, word in enumerate(words):
+        x += word_gap if n else 0
+        for ch in word:
+            left, _, right, _ = font.getbbox(ch)
+            d.text((x - left, 4), ch, font=font, fill="black")
+            middles.append(x + (right - left) / 2)
+            x += right - left + tracking
+        x -= tracking
+    return np.ascontiguousarray(np.asarray(im.crop((0, 0, x + 10, 48)))[:, :, ::-1]), middles
+
+
+def _forced_reading(line: np.ndarray, middles: list[float], text: str) -> str:
+    """What a recognizer reads of `line` when its model emits `text`'s letters at their `middles`, and in each
+    gap marked in `text` a space: "~" the space class coming close (0.3, a hint), "_" emitted at 0.6 (unsure),
+    "^" emitted at 0.95 (sure)."""
+    from ocrbatch.engines.ppocr import REC_STRIDE, Recognizer
+
+    letters = sorted({ch for ch in text if ch.isalpha()})
+    classes = ["<blank>", *letters, " "]
+
+    class Forced:
+        @staticmethod
+        def size_for(width: int, multiple: int) -> int:
+            return -(-width // multiple) * multiple
+
+        def __call__(self, x: np.ndarray) -> np.ndarray:
+            probs = np.zeros((1, x.shape[3] // REC_STRIDE, len(classes)), np.float32)
+            probs[0, :, 0] = 1.0
+            frames = [int(m // REC_STRIDE) for m in middles]
+            k = 0
+            for n, ch in enumerate(text):
+                if ch.isalpha():
+                    probs[0, frames[k]] = 0.0
+                    probs[0, frames[k], classes.index(ch)] = 1.0
+                    k += 1
+                    continue
+                a, b = frames[k - 1], frames[k]
+                p = {"~": 0.3, "_": 0.6, "^": 0.95}[ch]
+                if ch == "~":
+                    probs[0, a + 1:b, -1], probs[0, a + 1:b, 0] = p, 1 - p
+                else:
+                    probs[0, (a + b) // 2, -1], probs[0, (a + b) // 2, 0] = p, 1 - p
+            return probs
+
+    rec = Recognizer(Forced(), classes, height=48)
+    return rec.read([line])[0].text
+
+
+def test_a_space_the_model_doubts_inside_a_letter_spaced_word_goes_and_one_between_words_stays():
+    # A till receipt's letter-spaced print: the recognizers split words at its wide letter gaps ("TOT AL").
+    # The image shows no word gap there, and shows one between the words.
+    line, middles = _spaced_line(["TOTAL", "DUE"], tracking=7, word_gap=24)
+    assert _forced_reading(line, middles, "TOT~AL~DUE") == "TOTAL DUE"
+    assert _forced_reading(line, middles, "TOT_AL_DUE") == "TOTAL DUE"
+    # letters set wider still: a word gap of a third of a line height stays, though under 2.5 letter gaps
+    line, middles = _spaced_line(["TOTAL", "DUE"], tracking=8, word_gap=12)
+    assert _forced_reading(line, middles, "TOT~AL~DUE") == "TOTAL DUE"
+
+
+def test_a_narrow_word_space_in_tightly_set_type_stays():
+    # letters that all but touch, and a word gap under a fifth of a line height: well over the letters' own gaps
+    line, middles = _spaced_line(["TOTAL", "DUE"], tracking=-2, word_gap=4)
+    assert _forced_reading(line, middles, "TOTAL~DUE") == "TOTAL DUE"
+    assert _forced_reading(line, middles, "TO~TAL~DUE") == "TOTAL DUE"
+
+
+def test_a_space_the_model_is_sure_of_stays_whatever_the_image():
+    # italic type and a monospaced "f t" leave little blank between words: a sure space is the model's to set
+    line, middles = _spaced_line(["TOTAL", "DUE"], tracking=7, word_gap=24)
+    assert _forced_reading(line, middles, "TOT^AL~DUE") == "TOT AL DUE"
+
+
 def test_stray_cjk_output_is_dropped_on_a_latin_page():
     texts = ["TOTAL SALES (EXCLUDING GST) 37.50", "THANK YOU PLEASE COME AGAIN", "家家家家冰家家", "Tel（03）1234"]
     assert clean_texts(texts) == ["TOTAL SALES (EXCLUDING GST) 37.50", "THANK YOU PLEASE COME AGAIN", "",

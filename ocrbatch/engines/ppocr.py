@@ -534,15 +534,31 @@ class Recognizer:
         idx = probs.argmax(axis=2)
         best = np.take_along_axis(probs, idx[:, :, None], axis=2)[:, :, 0]
         space = probs[:, :, self.space]
-        return [self._decode(idx[i], best[i], space[i],
-                             int(math.ceil(c.shape[1] * self.height / c.shape[0] * self.width_scale
-                                           / REC_STRIDE)) + 1)
-                for i, c in enumerate(crops)]
+        readings = []
+        for i, c in enumerate(crops):
+            width = int(math.ceil(c.shape[1] * self.height / c.shape[0] * self.width_scale))  # the line's columns
+            frames = -(-width // REC_STRIDE) + 1
+            readings.append(self._decode(idx[i], best[i], space[i], frames, x[i, :, :, :width]))
+        return readings
 
     SPACE_HINT = 0.1
     STOP_GAP = 4  # frames from a full stop to the next character that may hide a word space
+    # A word space the model is unsure of stays only where the line's image shows a word gap, as tesseract parts
+    # words where a row's gap is wider than its letters' own (its kerning and space thresholds, from the row's
+    # gaps). The recognizers set a space, or let the space class come close (SPACE_HINT), inside words printed
+    # letter-spaced or widely tracked (till receipts: "TOT AL", "zenandcof fee") and at a few letter pairs of any
+    # print ("f igure"). A space whose probability is under SPACE_SURE (a hinted one's: the space class's best in
+    # the gap) stays where the widest blank of the image between its two characters is at least WORD_GAP_MIN line
+    # heights, or WORD_GAP_KERN times the line's median blank between two letters of one word. A space the model
+    # is sure of stays whatever the image: italic type and a monospaced "f t" leave little blank between words.
+    # Measured on the dev corpus, the stress set and 70 drawn pages (docs/design.md, "Word spaces").
+    SPACE_SURE = 0.8
+    WORD_GAP_MIN = 0.2
+    WORD_GAP_KERN = 2.5
+    INK_CONTRAST = 50.0  # grey levels under the line's paper (its 90th percentile) that count as ink
 
-    def _decode(self, idx: np.ndarray, best: np.ndarray, space: np.ndarray, frames: int) -> Reading:
+    def _decode(self, idx: np.ndarray, best: np.ndarray, space: np.ndarray, frames: int,
+                line: np.ndarray | None = None) -> Reading:
         """Greedy CTC decoding, plus a space where blank frames between two characters hide one.
 
         The recognizer often lets a blank win over a word space on widely set text (receipts, tables):
@@ -560,16 +576,59 @@ class Recognizer:
         if len(pos) == 0:
             return Reading("", 0.0, (), len(idx), blank_gap)
         out: list[str] = []
+        at: list[int] = []  # the frame of each character of out (a hinted space's: -1)
+        doubt: dict[int, float] = {}  # out's spaces: how likely the model found a space there
         for n, f in enumerate(pos):
             ch = self.chars[idx[f]]
             if n and ch != " " and out[-1] != " ":
                 a = pos[n - 1]
                 gap = self.STOP_GAP if "." in (ch, out[-1]) else 2
                 if f - a >= gap and space[a + 1:f].max() >= self.SPACE_HINT:
+                    doubt[len(out)] = float(space[a + 1:f].max())
                     out.append(" ")
+                    at.append(-1)
+            if ch == " ":
+                doubt[len(out)] = float(best[f])
             out.append(ch)
+            at.append(int(f))
+        if line is not None and any(v < self.SPACE_SURE for v in doubt.values()):
+            out = self._shown_spaces(out, at, doubt, line)
         sure = best[keep]
         return Reading("".join(out), float(sure.mean()), tuple(sure.tolist()), len(idx), blank_gap)
+
+    def _shown_spaces(self, out: list[str], at: list[int], doubt: dict[int, float], line: np.ndarray) -> list[str]:
+        """`out` less the word spaces the model was unsure of (under SPACE_SURE) that the line's image shows no
+        word gap for (WORD_GAP_MIN, WORD_GAP_KERN). `line`: the line as the model took it
+        (3 x rows x columns, in [-1, 1]); `at`: each character's frame; `doubt`: each space's probability."""
+        rows = line.shape[1]
+        grey = line[:, rows // 8: rows - rows // 8].sum(axis=0)  # three times the grey, in [-3, 3]
+        k90 = int(0.9 * (grey.size - 1))  # the paper's grey: the 90th percentile (np.partition: np.percentile is slow)
+        ink = (grey < np.partition(grey.ravel(), k90)[k90] - self.INK_CONTRAST * 6 / 255).any(axis=0)
+        pairs, spaced, prev = [], -1, -1  # (the space's index in out or -1, the frames of the two characters)
+        for k, ch in enumerate(out):
+            if ch == " ":
+                spaced = k
+            else:
+                if prev >= 0 and (spaced < 0 or doubt[spaced] < self.SPACE_SURE):
+                    pairs.append((spaced, at[prev], at[k]))
+                prev, spaced = k, -1
+        if not pairs:
+            return out
+        # the widest run of blank columns between the middles of the two characters' frames
+        edges = np.diff(np.concatenate(([0], (~ink).astype(np.int8), [0])))
+        starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)  # the blank runs, [start, end)
+        frames = np.array([(a, b) for _, a, b in pairs], np.float32).reshape(-1, 2)
+        lo, hi = ((frames + 0.5) * REC_STRIDE).astype(np.int64).T
+        blank = np.concatenate([np.minimum(ends, hi[:, None]) - np.maximum(starts, lo[:, None]),
+                                np.zeros((len(pairs), 1), np.int64)], axis=1).max(axis=1)
+        letters = [w for (k, _, _), w in zip(pairs, blank) if k < 0]
+        if not letters:
+            return out
+        kern = float(np.median(letters))  # the blank between two letters of a word, in this line
+        height = rows * self.width_scale  # a line height, in the model's columns
+        dropped = {k for (k, _, _), w in zip(pairs, blank)
+                   if k >= 0 and w < self.WORD_GAP_MIN * height and w < self.WORD_GAP_KERN * kern}
+        return [ch for k, ch in enumerate(out) if k not in dropped]
 
 
 class OrientationClassifier:

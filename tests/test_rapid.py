@@ -140,8 +140,8 @@ def _spaced_line(words: list[str], tracking: int, word_gap: int) -> tuple[np.nda
 
 def _forced_reading(line: np.ndarray, middles: list[float], text: str) -> str:
     """What a recognizer reads of `line` when its model emits `text`'s letters at their `middles`, and in each
-    gap marked in `text` a space: "~" the space class coming close (0.3, a hint), "_" emitted at 0.6 (unsure),
-    "^" emitted at 0.95 (sure)."""
+    gap marked in `text` a space: "~" the space class coming close (0.3, a hint), "_" emitted at 0.4 (unsure: the
+    blank 0.35, a letter 0.25), "^" emitted at 0.95 (sure)."""
     from ocrbatch.engines.ppocr import REC_STRIDE, Recognizer
 
     letters = sorted({ch for ch in text if ch.isalpha()})
@@ -164,11 +164,12 @@ def _forced_reading(line: np.ndarray, middles: list[float], text: str) -> str:
                     k += 1
                     continue
                 a, b = frames[k - 1], frames[k]
-                p = {"~": 0.3, "_": 0.6, "^": 0.95}[ch]
                 if ch == "~":
-                    probs[0, a + 1:b, -1], probs[0, a + 1:b, 0] = p, 1 - p
+                    probs[0, a + 1:b, -1], probs[0, a + 1:b, 0] = 0.3, 0.7
+                elif ch == "_":
+                    probs[0, (a + b) // 2, [-1, 0, 1]] = 0.4, 0.35, 0.25
                 else:
-                    probs[0, (a + b) // 2, -1], probs[0, (a + b) // 2, 0] = p, 1 - p
+                    probs[0, (a + b) // 2, -1], probs[0, (a + b) // 2, 0] = 0.95, 0.05
             return probs
 
     rec = Recognizer(Forced(), classes, height=48)

@@ -550,9 +550,10 @@ class Recognizer:
     # print ("f igure"). A space whose probability is under SPACE_SURE (a hinted one's: the space class's best in
     # the gap) stays where the widest blank of the image between its two characters is at least WORD_GAP_MIN line
     # heights, or WORD_GAP_KERN times the line's median blank between two letters of one word. A space the model
-    # is sure of stays whatever the image: italic type and a monospaced "f t" leave little blank between words.
+    # is sure of stays whatever the image: italic type, a monospaced "f t" and a "y t" leave little blank between
+    # words.
     # Measured on the dev corpus, the stress set and 70 drawn pages (docs/design.md, "Word spaces").
-    SPACE_SURE = 0.8
+    SPACE_SURE = 0.5
     WORD_GAP_MIN = 0.2
     WORD_GAP_KERN = 2.5
     INK_CONTRAST = 50.0  # grey levels under the line's paper (its 90th percentile) that count as ink

@@ -618,10 +618,8 @@ class Recognizer:
         # the widest run of blank columns between the middles of the two characters' frames
         edges = np.diff(np.concatenate(([0], (~ink).astype(np.int8), [0])))
         starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)  # the blank runs, [start, end)
-        frames = np.array([(a, b) for _, a, b in pairs], np.float32).reshape(-1, 2)
-        lo, hi = ((frames + 0.5) * REC_STRIDE).astype(np.int64).T
-        blank = np.concatenate([np.minimum(ends, hi[:, None]) - np.maximum(starts, lo[:, None]),
-                                np.zeros((len(pairs), 1), np.int64)], axis=1).max(axis=1)
+        lo, hi = ((np.array([(a, b) for _, a, b in pairs], np.float32) + 0.5) * REC_STRIDE).astype(np.int64).T
+        blank = (np.minimum(ends, hi[:, None]) - np.maximum(starts, lo[:, None])).max(axis=1, initial=0)
         letters = [w for (k, _, _), w in zip(pairs, blank) if k < 0]
         if not letters:
             return out
